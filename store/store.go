@@ -1,0 +1,147 @@
+// Package store defines the ordered, transactional key-value interface that
+// every piece of Countersign state lives in.
+//
+// The interface is deliberately small and byte-oriented: drivers store bytes,
+// and all domain meaning (the hash-chained record, idempotency records, the
+// bi-temporal memory index) is a key layout built above it by the domain
+// packages. A user who writes a driver for their own database gets all of
+// that for free by passing the conformance suite in [storetest].
+//
+// # Transactions
+//
+// [Store.View] runs a function against a consistent, read-only snapshot.
+// [Store.Update] runs a function inside a serializable read-write
+// transaction: the function sees the state as of the transaction's start plus
+// its own writes, and no other transaction's writes become visible to it.
+// If the function returns an error, nothing it wrote is applied.
+//
+// Update may run its function more than once (a driver may retry after a
+// conflict, and [memstore] deliberately does so at random to flush out
+// callers that keep state between attempts). The function must therefore not
+// have side effects outside the transaction, and must not keep values from an
+// earlier attempt.
+//
+// # Durability
+//
+// When Update returns nil, the writes are committed and, for a durable
+// driver, on stable storage: a crash after that point loses nothing. When
+// Update returns an error, the caller must treat the transaction as not
+// committed. A durable driver that cannot tell whether a commit reached disk
+// (a failed fsync) must fail every later Update too rather than guess, so
+// that no caller is ever told "committed" about data that is not.
+//
+// # Keys and iteration
+//
+// Keys are compared bytewise (bytes.Compare). Iteration bounds are half-open:
+// lower is inclusive, upper is exclusive, and a nil bound is unbounded on that
+// side. Values returned by Get are owned by the caller. Key and Value of an
+// [Iterator] belong to the store: they must not be modified, and are only
+// valid until the next call to Next or Close; copy them to keep them.
+// Iterators must be closed, and must not be used after the function passed
+// to View or Update has returned.
+//
+// A transaction may write while it iterates, for example to rewrite or
+// delete each key it visits. The iterator stays usable and never returns a
+// key twice or out of order, but whether it sees keys written after it was
+// created is up to the driver; code must not depend on either.
+//
+// A [Reader] or [Txn] belongs to the function it was passed to and is not
+// safe for concurrent use.
+//
+// [storetest]: github.com/countersign/countersign/store/storetest
+// [memstore]: github.com/countersign/countersign/store/memstore
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned by [Reader.Get] when the key has no value.
+// Check for it with errors.Is.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrClosed is returned by every method of a [Store] after Close.
+// Check for it with errors.Is.
+var ErrClosed = errors.New("store: closed")
+
+// Store is an ordered key-value store with serializable transactions.
+//
+// Implementations must be safe for concurrent use by multiple goroutines.
+// Calling View or Update from inside another View or Update function is not
+// allowed and may deadlock.
+type Store interface {
+	// View runs fn against a consistent snapshot. The error fn returns is
+	// returned unchanged. If ctx is done before fn runs, View returns
+	// ctx.Err() without running fn.
+	View(ctx context.Context, fn func(Reader) error) error
+
+	// Update runs fn in a serializable read-write transaction and commits
+	// its writes if fn returns nil. fn may run more than once. If fn returns
+	// an error, that error is returned and nothing is written. If ctx is done
+	// before the transaction commits, Update returns ctx.Err() and nothing
+	// is written; once the commit has begun, Update waits for its outcome.
+	// When Update returns nil the writes are durable (for a durable driver).
+	Update(ctx context.Context, fn func(Txn) error) error
+
+	// Close releases the store. It is idempotent; after the first call every
+	// method returns ErrClosed. Update calls still in progress finish first.
+	Close() error
+}
+
+// Reader reads from a snapshot or a transaction.
+type Reader interface {
+	// Get returns a copy of the value stored under key, or an error
+	// matching ErrNotFound.
+	Get(key []byte) ([]byte, error)
+
+	// Iterate returns an iterator over the keys k with lower <= k < upper,
+	// in ascending bytewise order, or descending if reverse is true.
+	// A nil bound is unbounded on that side.
+	Iterate(lower, upper []byte, reverse bool) Iterator
+}
+
+// Txn is a read-write transaction. Its reads see its own earlier writes.
+// Set and Delete copy their arguments; the caller may reuse the slices.
+type Txn interface {
+	Reader
+	// Set stores value under key. An empty value is a value, not a delete.
+	Set(key, value []byte) error
+	// Delete removes key. Deleting a missing key is not an error.
+	Delete(key []byte) error
+}
+
+// Iterator walks a range of keys. Use it as
+//
+//	it := r.Iterate(lo, hi, false)
+//	defer it.Close()
+//	for it.Next() {
+//		use(it.Key(), it.Value())
+//	}
+//	if err := it.Err(); err != nil { ... }
+type Iterator interface {
+	// Next advances to the next key and reports whether there is one.
+	Next() bool
+	// Key returns the current key, valid until the next Next or Close.
+	Key() []byte
+	// Value returns the current value, valid until the next Next or Close.
+	Value() []byte
+	// Err returns the first error the iteration met, if any.
+	Err() error
+	// Close releases the iterator and returns Err().
+	Close() error
+}
+
+// PrefixEnd returns the smallest key greater than every key that starts with
+// prefix, for use as the exclusive upper bound of a prefix scan. It returns
+// nil (unbounded) when no such key exists, i.e. when prefix is all 0xff.
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
