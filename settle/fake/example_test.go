@@ -1,0 +1,209 @@
+package fake_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/settle/fake"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// Settle a payment on a fake rail.
+func Example() {
+	ctx := context.Background()
+	rail, err := fake.New("test-card", &fake.Options{
+		Now: func() time.Time { return time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) },
+	})
+	if err != nil {
+		panic(err)
+	}
+	s, err := rail.Settle(ctx, settle.SettleRequest{
+		Key:      "int_01JD5Z8Q7K6W2V3N4M5P6R7S8T",
+		Payee:    "acct:seller.example",
+		Amount:   1250,
+		Currency: "USD",
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(s.Status, s.Amount, s.Currency, s.SettledAt.Format(time.RFC3339))
+	fmt.Println(regexp.MustCompile(`^fk_[0-9a-f]{24}$`).MatchString(s.Reference))
+	// Output:
+	// settled 1250 USD 2026-11-22T10:00:00Z
+	// true
+}
+
+// The response to a payment is lost after the money moved. The caller must
+// not call the payment failed: Lookup tells the truth.
+func ExampleRail_Lookup() {
+	ctx := context.Background()
+	rail, _ := fake.New("test-card", &fake.Options{
+		// Lose the response of the first Settle, after the rail acted.
+		Fault: fake.FailNext(fake.OpSettle, 1, fake.AfterMove(settle.ErrUnknownOutcome)),
+	})
+	_, err := rail.Settle(ctx, settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 500, Currency: "EUR"})
+	fmt.Println("settle:", errors.Is(err, settle.ErrUnknownOutcome))
+
+	s, err := rail.Lookup(ctx, "int_1")
+	fmt.Println("lookup:", s.Status, s.Amount, err)
+
+	_, err = rail.Lookup(ctx, "int_2")
+	fmt.Println("never sent:", errors.Is(err, settle.ErrUnknownKey))
+	// Output:
+	// settle: true
+	// lookup: settled 500 <nil>
+	// never sent: true
+}
+
+// Partial refunds, idempotent on the refund id, up to the settled amount.
+func ExampleRail_Refund() {
+	ctx := context.Background()
+	rail, _ := fake.New("test-card", nil)
+	_, _ = rail.Settle(ctx, settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 1000, Currency: "USD"})
+
+	for _, rf := range []settle.RefundRequest{
+		{RefundID: "rf_1", Key: "int_1", Amount: 400},
+		{RefundID: "rf_1", Key: "int_1", Amount: 400}, // a retry: refunds nothing more
+		{RefundID: "rf_2", Key: "int_1", Amount: 700},
+		{RefundID: "rf_3", Key: "int_1", Amount: 600},
+	} {
+		res, err := rail.Refund(ctx, rf)
+		switch {
+		case errors.Is(err, settle.ErrRefundExceeds):
+			fmt.Println(rf.RefundID, "refused: exceeds")
+		case err != nil:
+			fmt.Println(rf.RefundID, "error:", err)
+		default:
+			fmt.Println(rf.RefundID, "refunded", res.Amount, "total", res.Refunded)
+		}
+	}
+	// Output:
+	// rf_1 refunded 400 total 400
+	// rf_1 refunded 400 total 400
+	// rf_2 refused: exceeds
+	// rf_3 refunded 600 total 1000
+}
+
+// A deferred rail answers pending; the payment settles when its finality
+// delay has passed.
+func ExampleRail_Advance() {
+	ctx := context.Background()
+	accepted := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	rail, _ := fake.New("test-bank", &fake.Options{
+		Facts:         settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred},
+		FinalityDelay: 2 * time.Hour,
+		Now:           func() time.Time { return accepted }, // a clock that stands still
+	})
+	s, _ := rail.Settle(ctx, settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 100, Currency: "USD"})
+	fmt.Println(s.Status)
+
+	n, _ := rail.Advance(ctx, accepted.Add(3*time.Hour))
+	s, _ = rail.Lookup(ctx, "int_1")
+	fmt.Println(n, s.Status, s.SettledAt.Format(time.RFC3339))
+	// Output:
+	// pending
+	// 1 settled 2026-11-22T12:00:00Z
+}
+
+// The sandbox server's rails, registered by name.
+func ExampleNewSandbox() {
+	rails, err := fake.NewSandbox(&fake.SandboxOptions{NoLatency: true})
+	if err != nil {
+		panic(err)
+	}
+	var reg settle.Registry
+	for _, r := range rails {
+		if err := reg.Register(r); err != nil {
+			panic(err)
+		}
+	}
+	for _, name := range reg.Names() {
+		r, _ := reg.Get(name)
+		fmt.Println(name, r.Facts().Reversibility, r.Facts().Finality)
+	}
+	// Output:
+	// sandbox-bank reversible deferred
+	// sandbox-card reversible instant
+	// sandbox-chain irreversible instant
+}
+
+// Script the next calls to fail, then recover.
+func ExampleFailNext() {
+	ctx := context.Background()
+	rail, _ := fake.New("test-card", &fake.Options{
+		Fault: fake.FailNext(fake.OpSettle, 2, settle.ErrUnavailable),
+	})
+	req := settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 100, Currency: "USD"}
+	for range 3 {
+		s, err := rail.Settle(ctx, req)
+		fmt.Println(s.Status, errors.Is(err, settle.ErrUnavailable))
+	}
+	// Output:
+	//  true
+	//  true
+	// settled false
+}
+
+// A rail whose random faults are reproducible.
+func ExampleSeededRand() {
+	ctx := context.Background()
+	outcomes := func() string {
+		rail, _ := fake.New("test-card", &fake.Options{DeclineRate: 0.5, Rand: fake.SeededRand(42)})
+		out := ""
+		for i := range 12 {
+			_, err := rail.Settle(ctx, settle.SettleRequest{Key: fmt.Sprint("int_", i), Payee: "acct:p", Amount: 1, Currency: "USD"})
+			if errors.Is(err, settle.ErrDeclined) {
+				out += "d"
+			} else {
+				out += "s"
+			}
+		}
+		return out
+	}
+	first, second := outcomes(), outcomes()
+	fmt.Println(first == second, len(first))
+	// Output:
+	// true 12
+}
+
+// After a process restart, a new rail over the same store still knows
+// every payment the old one made. With the server's Pebble store this holds
+// across a crash.
+func ExampleNew_restart() {
+	ctx := context.Background()
+	st := &memstore.Store{}
+	before, _ := fake.New("test-card", &fake.Options{Store: st})
+	_, _ = before.Settle(ctx, settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 100, Currency: "USD"})
+
+	after, _ := fake.New("test-card", &fake.Options{Store: st})
+	s, err := after.Lookup(ctx, "int_1")
+	fmt.Println(s.Status, err)
+	// Output:
+	// settled <nil>
+}
+
+// Prove in a test that nothing was paid twice.
+func ExampleRail_CheckLedger() {
+	ctx := context.Background()
+	rail, _ := fake.New("test-card", &fake.Options{UnknownOutcomeRate: 0.5, Rand: fake.SeededRand(1)})
+	req := settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 100, Currency: "USD"}
+	for {
+		// Retry until the outcome is known, as a caller must.
+		if _, err := rail.Settle(ctx, req); !errors.Is(err, settle.ErrUnknownOutcome) {
+			break
+		}
+	}
+	_, _ = rail.Settle(ctx, req) // and once more for luck
+	entries, _ := rail.Ledger(ctx)
+	for _, e := range entries {
+		fmt.Println(e.Seq, e.Kind, e.Key, e.Status, e.Amount)
+	}
+	fmt.Println(rail.CheckLedger(ctx))
+	// Output:
+	// 1 payment int_1 settled 100
+	// <nil>
+}

@@ -1,0 +1,485 @@
+// Package fake provides payment rails that behave like real ones without
+// moving money: for the tests of code that pays, and for the sandbox server.
+//
+// A [Rail] keeps the full [settle.Rail] contract. It is idempotent on keys
+// and refund ids, refuses reused keys, declines, returns pending on deferred
+// rails, refuses refunds on irreversible ones, and keeps a ledger that
+// survives a process restart when it is given a durable store. On top of
+// that it fails on demand, in the ways real rails fail:
+//
+//   - declines above an amount ([Options.DeclineAbove]) or at random
+//     ([Options.DeclineRate]);
+//   - unavailable rails ([Options.UnavailableRate]): nothing is sent;
+//   - unknown outcomes ([Options.UnknownOutcomeRate]), in two modes
+//     ([Options.UnknownOutcomeMode]): the request is lost before the rail
+//     acts (nothing recorded), or the response is lost after it acted (the
+//     money moved). The caller gets [settle.ErrUnknownOutcome] either way
+//     and must ask [Rail.Lookup], which tells the truth;
+//   - latency ([Options.MinLatency], [Options.MaxLatency]), half before the
+//     rail acts and half after, so a context cancelled mid-call produces
+//     either kind of unknown outcome;
+//   - scripted faults ([Options.Fault], with [AfterMove] and [FailNext]) for
+//     deterministic tests.
+//
+// Random choices come from [Options.Rand] ([SeededRand] makes them
+// reproducible), time from [Options.Now], and waiting from [Options.Sleep],
+// so tests need neither real time nor luck.
+//
+// # The ledger
+//
+// A rail records every payment (settled, pending or declined) and every
+// refund in a [store.Store] under the key prefix "settle/fake/<name>/", in
+// transactions of its own: it models an external system, so its records
+// commit or not independently of the caller's. Give it the server's durable
+// store ([Options.Store]) and a new Rail of the same name over the same
+// store, after a crash and restart, still answers Lookup for the payments
+// the old process made. Without a store it keeps the ledger in memory.
+//
+// A payment's key is its store key, so the ledger holds at most one payment
+// per key: double settlement is impossible by construction, and
+// [Rail.CheckLedger] verifies that and the other invariants (refunds never
+// exceed their payment, none on irreversible rails). Tests read the ledger
+// with [Rail.Ledger], [Rail.Settled] and [Rail.Count].
+//
+// # Deferred finality
+//
+// On a rail with [settle.Deferred] finality, Settle answers
+// [settle.StatusPending]. The payment becomes final [Options.FinalityDelay]
+// after it was accepted, by the clock [Options.Now]: from then on Lookup,
+// Settle replays and Refund see it settled (or declined, for the share set by
+// [Options.PendingDeclineRate], with code [CodeReturned]), and its SettledAt
+// is the moment it became final. [Rail.Advance] makes every payment due by a
+// given time final at once, for tests that hold their clock still.
+//
+// # Sandbox rails
+//
+// [NewSandbox] builds the three rails of the sandbox server: "sandbox-card"
+// (reversible, instant), "sandbox-bank" (reversible, deferred) and
+// "sandbox-chain" (irreversible, instant).
+package fake
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// DefaultFinalityDelay is the [Options.FinalityDelay] used when it is zero.
+const DefaultFinalityDelay = 10 * time.Second
+
+// DefaultReferencePrefix is the [Options.ReferencePrefix] used when it is
+// empty.
+const DefaultReferencePrefix = "fk_"
+
+// Decline codes of the fake rails.
+const (
+	// CodeAmountTooLarge: the amount is above [Options.DeclineAbove].
+	CodeAmountTooLarge = "amount_too_large"
+	// CodeInsufficientFunds: a random decline ([Options.DeclineRate]).
+	CodeInsufficientFunds = "insufficient_funds"
+	// CodeReturned: a pending payment that failed when it became final
+	// ([Options.PendingDeclineRate]).
+	CodeReturned = "returned"
+)
+
+// UnknownMode says where a simulated unknown outcome happens.
+type UnknownMode string
+
+const (
+	// UnknownEither loses the request or the response with equal
+	// probability. It is the zero value.
+	UnknownEither UnknownMode = ""
+	// UnknownBefore loses the request: the rail records nothing.
+	UnknownBefore UnknownMode = "before"
+	// UnknownAfter loses the response: the rail has acted (the money moved,
+	// or the decline is recorded) before the call fails.
+	UnknownAfter UnknownMode = "after"
+)
+
+// Options configures a [Rail]. The zero value is a reversible, instant rail
+// that answers at once, never fails, and keeps its ledger in memory.
+type Options struct {
+	// Facts are the rail's reversibility and finality. An empty field
+	// defaults to settle.Reversible and settle.Instant respectively.
+	Facts settle.Facts
+
+	// MinLatency and MaxLatency bound how long each call takes: a duration
+	// drawn uniformly from [MinLatency, MaxLatency], half spent before the
+	// rail acts and half after. Both zero (the default) means no latency.
+	// A zero MaxLatency means MinLatency.
+	MinLatency, MaxLatency time.Duration
+
+	// Sleep waits for d, or until ctx is done, and returns ctx.Err() in that
+	// case. The default waits on a timer. Tests may inject a function that
+	// returns at once, or run the default inside testing/synctest.
+	Sleep func(ctx context.Context, d time.Duration) error
+
+	// DeclineAbove, when positive, declines every payment of a larger
+	// amount with code CodeAmountTooLarge. Zero means no limit.
+	DeclineAbove int64
+
+	// DeclineRate is the probability, in [0, 1], that a payment is
+	// declined with code CodeInsufficientFunds. Default 0.
+	DeclineRate float64
+
+	// PendingDeclineRate is the probability, in [0, 1], that a pending
+	// payment on a deferred rail fails when it becomes final (code
+	// CodeReturned) instead of settling. Default 0. It must be zero on an
+	// instant rail.
+	PendingDeclineRate float64
+
+	// FinalityDelay is how long a payment on a deferred rail stays pending.
+	// Zero means DefaultFinalityDelay.
+	FinalityDelay time.Duration
+
+	// UnavailableRate is the probability, in [0, 1], that a Settle, Refund
+	// or Lookup call fails with settle.ErrUnavailable before anything
+	// happens. Default 0.
+	UnavailableRate float64
+
+	// UnknownOutcomeRate is the probability, in [0, 1], that a Settle or
+	// Refund call fails with settle.ErrUnknownOutcome, at the point chosen
+	// by UnknownOutcomeMode. Default 0.
+	UnknownOutcomeRate float64
+
+	// UnknownOutcomeMode says whether simulated unknown outcomes lose the
+	// request (nothing recorded), the response (recorded), or either at
+	// random (the default).
+	UnknownOutcomeMode UnknownMode
+
+	// Fault, when set, is called at the start of every Settle, Refund and
+	// Lookup with the operation and its request (a settle.SettleRequest, a
+	// settle.RefundRequest, or the key string for OpLookup), which it must
+	// not modify. It must be safe for concurrent use. Its result scripts
+	// the call:
+	//
+	//   - nil: the call proceeds (and the random faults above still apply);
+	//   - a *settle.DeclineError, from OpSettle: the rail records the
+	//     payment as declined with that code and message (a replay of a
+	//     key already recorded returns the recorded outcome instead);
+	//   - an error wrapped by AfterMove: the rail acts, then fails with the
+	//     wrapped error (a response lost after the money moved);
+	//   - any other error: the call fails with it at once, nothing recorded.
+	//
+	// Returned errors reach the caller wrapped, so they should be ones the
+	// settle contract covers: settle.ErrUnavailable when nothing was sent,
+	// settle.ErrUnknownOutcome otherwise. See FailNext.
+	Fault func(op Op, req any) error
+
+	// Rand returns random numbers in [0, 1). It must be safe for concurrent
+	// use. The default is math/rand/v2's Float64. SeededRand returns a
+	// reproducible one.
+	Rand func() float64
+
+	// Now returns the current time. The default is time.Now.
+	Now func() time.Time
+
+	// Store holds the ledger, under the key prefix "settle/fake/<name>/",
+	// written in transactions of the rail's own. Pass the server's durable
+	// store for a ledger that survives restarts. The default is a new,
+	// empty memstore.Store. The rail never closes it. Never call the rail
+	// from inside a transaction on this store: stores do not nest (and
+	// settlement must not run inside the caller's transaction anyway).
+	Store store.Store
+
+	// ReferencePrefix starts every payment reference the rail mints; 24
+	// lowercase hex digits follow. At most 16 bytes of visible ASCII.
+	// Default DefaultReferencePrefix.
+	ReferencePrefix string
+}
+
+// Rail is a fake [settle.Rail]. It is safe for concurrent use by multiple
+// goroutines. It owns no goroutines and needs no Close.
+type Rail struct {
+	name   string
+	opts   Options // defaults filled in; never the caller's pointer
+	prefix string  // "settle/fake/<name>/"
+}
+
+var _ settle.Rail = (*Rail)(nil)
+
+// New returns a fake rail named name (see [settle.ValidateName]) configured
+// by opts, which may be nil. It keeps a copy of *opts, not the pointer.
+func New(name string, opts *Options) (*Rail, error) {
+	if err := settle.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("fake: new: %w", err)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Facts.Reversibility == "" {
+		o.Facts.Reversibility = settle.Reversible
+	}
+	if o.Facts.Finality == "" {
+		o.Facts.Finality = settle.Instant
+	}
+	if o.MaxLatency == 0 {
+		o.MaxLatency = o.MinLatency
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	if o.FinalityDelay == 0 {
+		o.FinalityDelay = DefaultFinalityDelay
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Store == nil {
+		o.Store = &memstore.Store{}
+	}
+	if o.ReferencePrefix == "" {
+		o.ReferencePrefix = DefaultReferencePrefix
+	}
+	if err := validate(&o); err != nil {
+		return nil, fmt.Errorf("fake: new %q: %w", name, err)
+	}
+	return &Rail{name: name, opts: o, prefix: "settle/fake/" + name + "/"}, nil
+}
+
+func validate(o *Options) error {
+	if err := o.Facts.Validate(); err != nil {
+		return err
+	}
+	if o.MinLatency < 0 || o.MaxLatency < o.MinLatency {
+		return fmt.Errorf("latency bounds [%v, %v] invalid", o.MinLatency, o.MaxLatency)
+	}
+	if o.DeclineAbove < 0 {
+		return errors.New("negative DeclineAbove")
+	}
+	if o.FinalityDelay < 0 {
+		return errors.New("negative FinalityDelay")
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{
+		{"DeclineRate", o.DeclineRate},
+		{"PendingDeclineRate", o.PendingDeclineRate},
+		{"UnavailableRate", o.UnavailableRate},
+		{"UnknownOutcomeRate", o.UnknownOutcomeRate},
+	} {
+		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
+			return fmt.Errorf("%s %v not in [0, 1]", r.name, r.v)
+		}
+	}
+	if o.PendingDeclineRate > 0 && o.Facts.Finality != settle.Deferred {
+		return errors.New("PendingDeclineRate needs deferred finality")
+	}
+	switch o.UnknownOutcomeMode {
+	case UnknownEither, UnknownBefore, UnknownAfter:
+	default:
+		return fmt.Errorf("invalid UnknownOutcomeMode %q", string(o.UnknownOutcomeMode))
+	}
+	if len(o.ReferencePrefix) > 16 {
+		return errors.New("ReferencePrefix longer than 16 bytes")
+	}
+	for i := 0; i < len(o.ReferencePrefix); i++ {
+		if c := o.ReferencePrefix[i]; c < 0x21 || c > 0x7e {
+			return errors.New("ReferencePrefix is not visible ASCII")
+		}
+	}
+	return nil
+}
+
+// Name returns the rail's name.
+func (r *Rail) Name() string { return r.name }
+
+// Facts returns the rail's reversibility and finality.
+func (r *Rail) Facts() settle.Facts { return r.opts.Facts }
+
+// Settle records the payment in the ledger, at most once per key, and
+// returns its outcome, subject to the configured latency and faults. See
+// [settle.Rail] for the contract.
+func (r *Rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Settlement, error) {
+	if err := req.Validate(); err != nil {
+		return settle.Settlement{}, fmt.Errorf("fake: %s: settle: %w", r.name, err)
+	}
+	fail := func(err error) (settle.Settlement, error) {
+		return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
+	}
+	p := r.plan(OpSettle, req, req.Amount)
+	if p.fail != nil {
+		return fail(p.fail)
+	}
+	before, after := split(p.latency)
+	if err := r.wait(ctx, before); err != nil {
+		// The request may be on the wire: the caller cannot know.
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+	}
+	if p.lostRequest {
+		return fail(errLostRequest)
+	}
+	// The rail acts whatever becomes of the caller's context: it is another
+	// system, and the request has reached it.
+	pay, err := r.settleTxn(context.WithoutCancel(ctx), req, p, r.now())
+	if err != nil {
+		if errors.Is(err, settle.ErrKeyReuse) {
+			return fail(err)
+		}
+		return fail(fmt.Errorf("%w: ledger: %w", settle.ErrUnknownOutcome, err))
+	}
+	if err := r.wait(ctx, after); err != nil {
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+	}
+	if p.after != nil {
+		return fail(p.after)
+	}
+	st, err := pay.outcome()
+	if err != nil {
+		return st, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+	}
+	return st, nil
+}
+
+// Refund records a refund of the payment under req.Key, at most once per
+// req.RefundID, subject to the configured latency and faults (declines do
+// not apply). See [settle.Rail] for the contract.
+func (r *Rail) Refund(ctx context.Context, req settle.RefundRequest) (settle.RefundResult, error) {
+	if err := req.Validate(); err != nil {
+		return settle.RefundResult{}, fmt.Errorf("fake: %s: refund: %w", r.name, err)
+	}
+	fail := func(err error) (settle.RefundResult, error) {
+		return settle.RefundResult{}, fmt.Errorf("fake: %s: refund %s of %s: %w", r.name, req.RefundID, req.Key, err)
+	}
+	if r.opts.Facts.Reversibility == settle.Irreversible {
+		return fail(settle.ErrIrreversible)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
+	}
+	p := r.plan(OpRefund, req, 0)
+	if p.fail != nil {
+		return fail(p.fail)
+	}
+	before, after := split(p.latency)
+	if err := r.wait(ctx, before); err != nil {
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+	}
+	if p.lostRequest {
+		return fail(errLostRequest)
+	}
+	res, err := r.refundTxn(context.WithoutCancel(ctx), req, r.now())
+	if err != nil {
+		if isRefusal(err) {
+			return fail(err)
+		}
+		return fail(fmt.Errorf("%w: ledger: %w", settle.ErrUnknownOutcome, err))
+	}
+	if err := r.wait(ctx, after); err != nil {
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+	}
+	if p.after != nil {
+		return fail(p.after)
+	}
+	return res.result(), nil
+}
+
+// isRefusal reports whether err is one of the refund refusals, after which
+// nothing was refunded.
+func isRefusal(err error) bool {
+	for _, target := range []error{settle.ErrKeyReuse, settle.ErrUnknownKey, settle.ErrNotSettled, settle.ErrRefundExceeds} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// Lookup returns the outcome of the payment under key, subject to the
+// configured latency, UnavailableRate and Fault (an AfterMove error fails
+// the call after the read, which looks the same to the caller). A pending
+// payment that is due is made final first, and stays final. See
+// [settle.Rail] for the contract.
+func (r *Rail) Lookup(ctx context.Context, key string) (settle.Settlement, error) {
+	if err := settle.ValidateKey(key); err != nil {
+		return settle.Settlement{}, fmt.Errorf("fake: %s: lookup: %w", r.name, err)
+	}
+	fail := func(err error) (settle.Settlement, error) {
+		return settle.Settlement{}, fmt.Errorf("fake: %s: lookup %s: %w", r.name, key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
+	}
+	p := r.plan(OpLookup, key, 0)
+	if p.fail != nil {
+		return fail(p.fail)
+	}
+	if err := r.wait(ctx, p.latency); err != nil {
+		// A lookup moves nothing, so an interrupted one is simply unanswered.
+		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
+	}
+	pay, err := r.lookup(ctx, key, r.now())
+	if err != nil {
+		if errors.Is(err, settle.ErrUnknownKey) {
+			return fail(err)
+		}
+		return fail(fmt.Errorf("%w: ledger: %w", settle.ErrUnavailable, err))
+	}
+	if p.after != nil {
+		return fail(p.after)
+	}
+	st, err := pay.outcome()
+	if err != nil {
+		return st, fmt.Errorf("fake: %s: lookup %s: %w", r.name, key, err)
+	}
+	return st, nil
+}
+
+// now returns the injected time in UTC without a monotonic reading, so that
+// times compare equal after a round trip through the store.
+func (r *Rail) now() time.Time { return r.opts.Now().UTC().Round(0) }
+
+// reference mints the rail's id for a payment or refund. It is derived from
+// the rail's name and the caller's key, so it is stable across retries and
+// restarts, and distinct for distinct keys.
+func (r *Rail) reference(prefix, kind, id string) string {
+	h := sha256.Sum256([]byte(r.name + "\x00" + kind + "\x00" + id))
+	return prefix + hex.EncodeToString(h[:12])
+}
+
+// wait spends d of simulated latency with Options.Sleep. Zero latency costs
+// nothing, not even a call to Sleep.
+func (r *Rail) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	return r.opts.Sleep(ctx, d)
+}
+
+// sleep is the default Options.Sleep: a timer that honours ctx.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// split divides a call's latency into the part before the rail acts and the
+// part after.
+func split(d time.Duration) (before, after time.Duration) {
+	return d / 2, d - d/2
+}

@@ -1,0 +1,550 @@
+package fake
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/store"
+)
+
+// Key layout under the rail's prefix "settle/fake/<name>/":
+//
+//	p/<key>       a payment, JSON (payment)
+//	r/<refund id> a refund, JSON (refund)
+//	seq           the last ledger sequence number, 8 bytes big-endian
+//
+// Payments are stored under their key, which is what makes a second payment
+// under one key impossible rather than merely checked for.
+const (
+	paymentDir = "p/"
+	refundDir  = "r/"
+	seqName    = "seq"
+)
+
+// payment is a stored payment record.
+type payment struct {
+	Seq            uint64            `json:"seq"`
+	Key            string            `json:"key"`
+	Payee          string            `json:"payee"`
+	Amount         int64             `json:"amount"`
+	Currency       string            `json:"currency"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+	Reference      string            `json:"reference"`
+	Status         settle.Status     `json:"status"`
+	DeclineCode    string            `json:"declineCode,omitempty"`
+	DeclineMessage string            `json:"declineMessage,omitempty"`
+	At             time.Time         `json:"at"`                // when the rail recorded it
+	FinalAt        time.Time         `json:"finalAt,omitzero"`  // pending: when it becomes final
+	Returns        bool              `json:"returns,omitempty"` // pending: fails when final
+	SettledAt      time.Time         `json:"settledAt,omitzero"`
+	Refunded       int64             `json:"refunded,omitempty"`
+}
+
+// refund is a stored refund record.
+type refund struct {
+	Seq       uint64            `json:"seq"`
+	RefundID  string            `json:"refundId"`
+	Key       string            `json:"key"`
+	Amount    int64             `json:"amount"`
+	Currency  string            `json:"currency"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Reference string            `json:"reference"`
+	Refunded  int64             `json:"refunded"` // the payment's refunds after this one
+	At        time.Time         `json:"at"`
+}
+
+func (p *payment) request() settle.SettleRequest {
+	return settle.SettleRequest{Key: p.Key, Payee: p.Payee, Amount: p.Amount, Currency: p.Currency}
+}
+
+// finalize makes a pending payment final if it is due at now, and reports
+// whether it changed.
+func (p *payment) finalize(now time.Time) bool {
+	if p.Status != settle.StatusPending || now.Before(p.FinalAt) {
+		return false
+	}
+	if p.Returns {
+		p.Status = settle.StatusDeclined
+		p.DeclineCode = CodeReturned
+		p.DeclineMessage = "the payment was returned before it became final"
+	} else {
+		p.Status = settle.StatusSettled
+		p.SettledAt = p.FinalAt
+	}
+	return true
+}
+
+func (p *payment) settlement() settle.Settlement {
+	return settle.Settlement{
+		Key:         p.Key,
+		Reference:   p.Reference,
+		Status:      p.Status,
+		Amount:      p.Amount,
+		Currency:    p.Currency,
+		Payee:       p.Payee,
+		SettledAt:   p.SettledAt,
+		Refunded:    p.Refunded,
+		DeclineCode: p.DeclineCode,
+	}
+}
+
+// outcome is what Settle and Lookup return for the payment.
+func (p *payment) outcome() (settle.Settlement, error) {
+	s := p.settlement()
+	if p.Status == settle.StatusDeclined {
+		return s, &settle.DeclineError{Code: p.DeclineCode, Message: p.DeclineMessage}
+	}
+	return s, nil
+}
+
+func (f *refund) result() settle.RefundResult {
+	return settle.RefundResult{
+		RefundID:   f.RefundID,
+		Key:        f.Key,
+		Reference:  f.Reference,
+		Amount:     f.Amount,
+		Currency:   f.Currency,
+		Refunded:   f.Refunded,
+		RefundedAt: f.At,
+	}
+}
+
+func (r *Rail) key(dir, id string) []byte { return []byte(r.prefix + dir + id) }
+
+// settleTxn records the payment planned by p, or returns the one already
+// recorded under req.Key.
+func (r *Rail) settleTxn(ctx context.Context, req settle.SettleRequest, p plan, now time.Time) (payment, error) {
+	k := r.key(paymentDir, req.Key)
+	var out payment
+	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+		prev, err := getJSON[payment](tx, k)
+		switch {
+		case err == nil:
+			if !prev.request().Matches(req) {
+				return settle.ErrKeyReuse
+			}
+			if prev.finalize(now) {
+				if err := setJSON(tx, k, &prev); err != nil {
+					return err
+				}
+			}
+			out = prev
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		seq, err := nextSeq(tx, r.key("", seqName))
+		if err != nil {
+			return err
+		}
+		pay := payment{
+			Seq:       seq,
+			Key:       req.Key,
+			Payee:     req.Payee,
+			Amount:    req.Amount,
+			Currency:  req.Currency,
+			Metadata:  req.Metadata,
+			Reference: r.reference(r.opts.ReferencePrefix, "payment", req.Key),
+			At:        now,
+		}
+		switch {
+		case p.decline != nil:
+			pay.Status = settle.StatusDeclined
+			pay.DeclineCode = p.decline.Code
+			pay.DeclineMessage = p.decline.Message
+		case r.opts.Facts.Finality == settle.Deferred:
+			pay.Status = settle.StatusPending
+			pay.FinalAt = now.Add(r.opts.FinalityDelay)
+			pay.Returns = p.returns
+		default:
+			pay.Status = settle.StatusSettled
+			pay.SettledAt = now
+		}
+		if err := setJSON(tx, k, &pay); err != nil {
+			return err
+		}
+		out = pay
+		return nil
+	})
+	return out, err
+}
+
+// refundTxn records the refund, or returns the one already recorded under
+// req.RefundID.
+func (r *Rail) refundTxn(ctx context.Context, req settle.RefundRequest, now time.Time) (refund, error) {
+	rk := r.key(refundDir, req.RefundID)
+	pk := r.key(paymentDir, req.Key)
+	var out refund
+	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+		prev, err := getJSON[refund](tx, rk)
+		switch {
+		case err == nil:
+			if !(settle.RefundRequest{RefundID: prev.RefundID, Key: prev.Key, Amount: prev.Amount}).Matches(req) {
+				return settle.ErrKeyReuse
+			}
+			out = prev
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		pay, err := getJSON[payment](tx, pk)
+		if errors.Is(err, store.ErrNotFound) {
+			return settle.ErrUnknownKey
+		} else if err != nil {
+			return err
+		}
+		pay.finalize(now) // written below if the refund goes ahead
+		if pay.Status != settle.StatusSettled {
+			return fmt.Errorf("%w: it is %s", settle.ErrNotSettled, pay.Status)
+		}
+		// Both terms are at most settle.MaxAmount, so the sum cannot overflow.
+		if pay.Refunded+req.Amount > pay.Amount {
+			return fmt.Errorf("%w: %d of %d already refunded, %d asked", settle.ErrRefundExceeds, pay.Refunded, pay.Amount, req.Amount)
+		}
+		seq, err := nextSeq(tx, r.key("", seqName))
+		if err != nil {
+			return err
+		}
+		pay.Refunded += req.Amount
+		f := refund{
+			Seq:       seq,
+			RefundID:  req.RefundID,
+			Key:       req.Key,
+			Amount:    req.Amount,
+			Currency:  pay.Currency,
+			Metadata:  req.Metadata,
+			Reference: r.reference("re_", "refund", req.RefundID),
+			Refunded:  pay.Refunded,
+			At:        now,
+		}
+		if err := setJSON(tx, pk, &pay); err != nil {
+			return err
+		}
+		if err := setJSON(tx, rk, &f); err != nil {
+			return err
+		}
+		out = f
+		return nil
+	})
+	return out, err
+}
+
+// lookup reads the payment under key, making it final first if it is due.
+func (r *Rail) lookup(ctx context.Context, key string, now time.Time) (payment, error) {
+	k := r.key(paymentDir, key)
+	var pay payment
+	err := r.opts.Store.View(ctx, func(tx store.Reader) error {
+		var err error
+		pay, err = getJSON[payment](tx, k)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return payment{}, settle.ErrUnknownKey
+	}
+	if err != nil || !pay.finalize(now) {
+		return pay, err
+	}
+	// Due: persist the change, so that what Lookup has reported once stays
+	// true even if the injected clock is later set back.
+	err = r.opts.Store.Update(ctx, func(tx store.Txn) error {
+		var err error
+		pay, err = getJSON[payment](tx, k)
+		if err != nil {
+			return err
+		}
+		if pay.finalize(now) {
+			return setJSON(tx, k, &pay)
+		}
+		return nil
+	})
+	return pay, err
+}
+
+// Advance makes final every pending payment that is due at now, as if the
+// rail's clock had reached now, and returns how many it changed. Each such
+// payment settles (or, per [Options.PendingDeclineRate], is declined) as of
+// the moment it was due, not as of now. Lookup and repeated Settle calls do
+// the same for one payment with the time from [Options.Now], so Advance is
+// only needed to finalize without moving that clock.
+func (r *Rail) Advance(ctx context.Context, now time.Time) (int, error) {
+	now = now.UTC().Round(0)
+	lo := r.key(paymentDir, "")
+	var n int
+	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+		n = 0
+		var due []payment
+		it := tx.Iterate(lo, store.PrefixEnd(lo), false)
+		for it.Next() {
+			var pay payment
+			if err := json.Unmarshal(it.Value(), &pay); err != nil {
+				_ = it.Close()
+				return fmt.Errorf("decode %q: %w", it.Key(), err)
+			}
+			if pay.finalize(now) {
+				due = append(due, pay)
+			}
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		for i := range due {
+			if err := setJSON(tx, r.key(paymentDir, due[i].Key), &due[i]); err != nil {
+				return err
+			}
+		}
+		n = len(due)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fake: %s: advance: %w", r.name, err)
+	}
+	return n, nil
+}
+
+// EntryKind says what a [LedgerEntry] records.
+type EntryKind string
+
+const (
+	// KindPayment is a payment: settled, pending or declined.
+	KindPayment EntryKind = "payment"
+	// KindRefund is a refund of a settled payment.
+	KindRefund EntryKind = "refund"
+)
+
+// LedgerEntry is one record of a rail's ledger.
+type LedgerEntry struct {
+	// Seq orders the ledger: 1, 2, 3, ... in the order the rail recorded
+	// the entries.
+	Seq  uint64
+	Kind EntryKind
+	// Key is the payment's key (for a refund, the refunded payment's).
+	Key string
+	// RefundID is the refund's id; empty for a payment.
+	RefundID string
+	// Reference is the rail's id for the payment or refund.
+	Reference string
+	// Status is a payment's status now; empty for a refund.
+	Status settle.Status
+	// Payee of a payment; empty for a refund.
+	Payee string
+	// Amount paid or refunded, in minor units of Currency.
+	Amount   int64
+	Currency string
+	// At is when the rail recorded the entry.
+	At time.Time
+}
+
+// Ledger returns every payment and refund the rail has recorded, in the
+// order it recorded them. Pending payments that are due by [Options.Now]
+// are shown final (without being written back).
+func (r *Rail) Ledger(ctx context.Context) ([]LedgerEntry, error) {
+	pays, refs, err := r.scan(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fake: %s: ledger: %w", r.name, err)
+	}
+	now := r.now()
+	out := make([]LedgerEntry, 0, len(pays)+len(refs))
+	for _, p := range pays {
+		p.finalize(now)
+		out = append(out, LedgerEntry{
+			Seq: p.Seq, Kind: KindPayment, Key: p.Key, Reference: p.Reference, Status: p.Status,
+			Payee: p.Payee, Amount: p.Amount, Currency: p.Currency, At: p.At,
+		})
+	}
+	for _, f := range refs {
+		out = append(out, LedgerEntry{
+			Seq: f.Seq, Kind: KindRefund, Key: f.Key, RefundID: f.RefundID, Reference: f.Reference,
+			Amount: f.Amount, Currency: f.Currency, At: f.At,
+		})
+	}
+	slices.SortFunc(out, func(a, b LedgerEntry) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, nil
+}
+
+// Count returns the number of entries in the ledger, len(Ledger).
+func (r *Rail) Count(ctx context.Context) (int, error) {
+	l, err := r.Ledger(ctx)
+	return len(l), err
+}
+
+// Settled reports whether the payment under key is settled (as of
+// [Options.Now]): false if it is pending, declined, or unknown to the rail.
+func (r *Rail) Settled(ctx context.Context, key string) (bool, error) {
+	var pay payment
+	err := r.opts.Store.View(ctx, func(tx store.Reader) error {
+		var err error
+		pay, err = getJSON[payment](tx, r.key(paymentDir, key))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("fake: %s: settled: %w", r.name, err)
+	}
+	pay.finalize(r.now())
+	return pay.Status == settle.StatusSettled, nil
+}
+
+// CheckLedger verifies the ledger's invariants and returns an error naming
+// the first that does not hold: one payment per key, sequence numbers
+// unique and in range, no pending payment on an instant rail, no refund on
+// an irreversible rail, every refund of a settled payment in its currency,
+// and each payment's refunds summing to its recorded refunded amount, never
+// more than its amount. Tests call it after exercising code that pays.
+func (r *Rail) CheckLedger(ctx context.Context) error {
+	pays, refs, err := r.scan(ctx)
+	if err != nil {
+		return fmt.Errorf("fake: %s: check ledger: %w", r.name, err)
+	}
+	var last uint64
+	err = r.opts.Store.View(ctx, func(tx store.Reader) error {
+		b, err := tx.Get(r.key("", seqName))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if len(b) != 8 {
+			return errors.New("sequence counter is not 8 bytes")
+		}
+		last = binary.BigEndian.Uint64(b)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fake: %s: check ledger: %w", r.name, err)
+	}
+	broken := func(format string, args ...any) error {
+		return fmt.Errorf("fake: %s: ledger broken: "+format, append([]any{r.name}, args...)...)
+	}
+	seen := make(map[uint64]bool)
+	useSeq := func(seq uint64) error {
+		if seq == 0 || seq > last || seen[seq] {
+			return broken("sequence number %d duplicated or out of range (last %d)", seq, last)
+		}
+		seen[seq] = true
+		return nil
+	}
+	byKey := make(map[string]*payment, len(pays))
+	for i := range pays {
+		p := &pays[i]
+		if byKey[p.Key] != nil {
+			return broken("two payments under key %s", p.Key)
+		}
+		byKey[p.Key] = p
+		if err := useSeq(p.Seq); err != nil {
+			return err
+		}
+		if err := p.Status.Validate(); err != nil {
+			return broken("payment %s: %v", p.Key, err)
+		}
+		if p.Status == settle.StatusPending && r.opts.Facts.Finality == settle.Instant {
+			return broken("payment %s pending on an instant rail", p.Key)
+		}
+	}
+	sums := make(map[string]int64)
+	for _, f := range refs {
+		if err := useSeq(f.Seq); err != nil {
+			return err
+		}
+		if r.opts.Facts.Reversibility == settle.Irreversible {
+			return broken("refund %s on an irreversible rail", f.RefundID)
+		}
+		p := byKey[f.Key]
+		switch {
+		case p == nil:
+			return broken("refund %s of unknown payment %s", f.RefundID, f.Key)
+		case p.Status != settle.StatusSettled:
+			return broken("refund %s of payment %s, which is %s", f.RefundID, f.Key, p.Status)
+		case f.Currency != p.Currency:
+			return broken("refund %s in %s of a payment in %s", f.RefundID, f.Currency, p.Currency)
+		case f.Amount < 1:
+			return broken("refund %s of %d", f.RefundID, f.Amount)
+		}
+		sums[f.Key] += f.Amount
+	}
+	for _, p := range pays {
+		if sums[p.Key] != p.Refunded || p.Refunded > p.Amount {
+			return broken("payment %s of %d: refunds sum to %d, recorded %d", p.Key, p.Amount, sums[p.Key], p.Refunded)
+		}
+	}
+	return nil
+}
+
+// scan reads every payment and refund in one snapshot, checking that each
+// record sits under its own key.
+func (r *Rail) scan(ctx context.Context) (pays []payment, refs []refund, err error) {
+	err = r.opts.Store.View(ctx, func(tx store.Reader) error {
+		pays, refs = nil, nil
+		var err error
+		if pays, err = scanDir(tx, r.prefix+paymentDir, func(p payment) string { return p.Key }); err != nil {
+			return err
+		}
+		refs, err = scanDir(tx, r.prefix+refundDir, func(f refund) string { return f.RefundID })
+		return err
+	})
+	return pays, refs, err
+}
+
+func scanDir[T any](tx store.Reader, dir string, id func(T) string) ([]T, error) {
+	lo := []byte(dir)
+	it := tx.Iterate(lo, store.PrefixEnd(lo), false)
+	var out []T
+	for it.Next() {
+		var v T
+		if err := json.Unmarshal(it.Value(), &v); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("decode %q: %w", it.Key(), err)
+		}
+		if got, want := id(v), strings.TrimPrefix(string(it.Key()), dir); got != want {
+			_ = it.Close()
+			return nil, fmt.Errorf("record %q holds id %q", want, got)
+		}
+		out = append(out, v)
+	}
+	return out, it.Close()
+}
+
+func getJSON[T any](tx store.Reader, k []byte) (T, error) {
+	var v T
+	b, err := tx.Get(k)
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("decode %q: %w", k, err)
+	}
+	return v, nil
+}
+
+func setJSON(tx store.Txn, k []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Set(k, b)
+}
+
+// nextSeq increments and returns the ledger's sequence counter.
+func nextSeq(tx store.Txn, k []byte) (uint64, error) {
+	var n uint64
+	b, err := tx.Get(k)
+	switch {
+	case err == nil && len(b) == 8:
+		n = binary.BigEndian.Uint64(b)
+	case err == nil:
+		return 0, errors.New("sequence counter is not 8 bytes")
+	case !errors.Is(err, store.ErrNotFound):
+		return 0, err
+	}
+	n++
+	return n, tx.Set(k, binary.BigEndian.AppendUint64(nil, n))
+}

@@ -1,0 +1,89 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/store"
+)
+
+// The names of the sandbox rails.
+const (
+	SandboxCard  = "sandbox-card"  // reversible, instant
+	SandboxBank  = "sandbox-bank"  // reversible, deferred
+	SandboxChain = "sandbox-chain" // irreversible, instant
+)
+
+// SandboxOptions configures [NewSandbox]. The zero value gives rails with
+// small, realistic latency and in-memory ledgers that never fail.
+type SandboxOptions struct {
+	// Store holds the three rails' ledgers (each under its own prefix).
+	// Pass the server's store so they survive restarts. Default: one new
+	// in-memory store per rail.
+	Store store.Store
+
+	// Now, Sleep and Rand are passed to every rail; see [Options]. Rand is
+	// shared by the three rails.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
+	Rand  func() float64
+
+	// NoLatency turns the default latency off, for tests.
+	NoLatency bool
+
+	// FinalityDelay is how long sandbox-bank payments stay pending.
+	// Default DefaultFinalityDelay.
+	FinalityDelay time.Duration
+}
+
+// NewSandbox returns the sandbox rails of the reference server, in the
+// order sandbox-card, sandbox-bank, sandbox-chain:
+//
+//	name           facts                    latency      references
+//	sandbox-card   reversible, instant      20-80 ms     "ch_" + 24 hex
+//	sandbox-bank   reversible, deferred     50-150 ms    "tr_" + 24 hex
+//	sandbox-chain  irreversible, instant    100-300 ms   "tx_" + 24 hex
+//
+// They never decline or fail on their own; tests that want faults build
+// rails with [New].
+func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
+	var o SandboxOptions
+	if opts != nil {
+		o = *opts
+	}
+	specs := []struct {
+		name     string
+		facts    settle.Facts
+		min, max time.Duration
+		prefix   string
+	}{
+		{SandboxCard, settle.Facts{Reversibility: settle.Reversible, Finality: settle.Instant}, 20 * time.Millisecond, 80 * time.Millisecond, "ch_"},
+		{SandboxBank, settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred}, 50 * time.Millisecond, 150 * time.Millisecond, "tr_"},
+		{SandboxChain, settle.Facts{Reversibility: settle.Irreversible, Finality: settle.Instant}, 100 * time.Millisecond, 300 * time.Millisecond, "tx_"},
+	}
+	rails := make([]*Rail, 0, len(specs))
+	for _, s := range specs {
+		ro := &Options{
+			Facts:           s.facts,
+			MinLatency:      s.min,
+			MaxLatency:      s.max,
+			Sleep:           o.Sleep,
+			Rand:            o.Rand,
+			Now:             o.Now,
+			Store:           o.Store,
+			FinalityDelay:   o.FinalityDelay,
+			ReferencePrefix: s.prefix,
+		}
+		if o.NoLatency {
+			ro.MinLatency, ro.MaxLatency = 0, 0
+		}
+		r, err := New(s.name, ro)
+		if err != nil {
+			return nil, fmt.Errorf("fake: sandbox: %w", err)
+		}
+		rails = append(rails, r)
+	}
+	return rails, nil
+}
