@@ -1,0 +1,183 @@
+package contract
+
+import (
+	"encoding/json"
+	"reflect"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+)
+
+// Version is the version of the contract this package declares, served as
+// info.version of the OpenAPI document.
+const Version = "0.1.0"
+
+// Countersign returns the definition of this release: every operation,
+// event kind and problem type. The value is fresh on every call, so a
+// caller (a test, a deployment with extra operations) may append to it
+// before passing it to [Build].
+func Countersign() Definition {
+	return Definition{
+		Title:   "Countersign",
+		Version: Version,
+		Description: "Payments and purchases by automated agents under human oversight. An agent submits " +
+			"a signed payment instruction; a deny-first gate decides; every decision lands in a signed, " +
+			"hash-linked record; money moves only when the gate allows it or an operator approves it.\n\n" +
+			"Errors are RFC 9457 problems (application/problem+json) carrying a stable code and an action; " +
+			"x-problems lists every code. Every response carries X-Request-Id.",
+		Operations: Operations(),
+		Events:     Events(),
+		Problems:   Problems(),
+	}
+}
+
+// Operations returns the operations of this release in a stable order.
+func Operations() []Operation {
+	return []Operation{
+		{
+			ID: "audit.list", Method: "GET", Path: "/audit",
+			Summary: "List record entries",
+			Description: "Returns one page of the signed record in ascending sequence order. Pass the page's " +
+				"nextCursor as cursor to read on; nextCursor is null on the last page.",
+			Credential: CredentialAgent,
+			Params:     reflect.TypeFor[AuditListParams](),
+			Responses:  []Response{JSON(200, "A page of entries.", reflect.TypeFor[audit.Page]())},
+			Problems:   []string{CodeAuditBadCursor, CodeUnavailable},
+		},
+		{
+			ID: "audit.checkpoint", Method: "GET", Path: "/audit/checkpoint",
+			Summary: "Latest signed checkpoint",
+			Description: "Returns the latest signed Merkle tree head of the record. With Accept: text/plain " +
+				"the C2SP signed note is returned as is, for note-verifying tools.",
+			Credential: CredentialAgent,
+			Responses: []Response{{Status: 200, Description: "The latest checkpoint.", Content: []Content{
+				{MediaType: MediaJSON, Type: reflect.TypeFor[audit.Checkpoint]()},
+				{MediaType: MediaText},
+			}}},
+			Problems: []string{CodeUnavailable},
+		},
+		{
+			ID: "audit.entry", Method: "GET", Path: "/audit/entries/{seq}",
+			Summary: "One entry with its inclusion proof",
+			Description: "Returns the entry with sequence number seq and a proof that it is included in the " +
+				"tree of treeSize entries (the latest checkpoint when treeSize is omitted).",
+			Credential: CredentialAgent,
+			Params:     reflect.TypeFor[AuditEntryParams](),
+			Responses:  []Response{JSON(200, "The entry and its inclusion proof.", reflect.TypeFor[AuditEntryWithProof]())},
+			Problems:   []string{CodeAuditNotFound, CodeAuditOutOfRange, CodeUnavailable},
+		},
+		{
+			ID: "audit.consistency", Method: "GET", Path: "/audit/consistency",
+			Summary: "Consistency proof between two tree sizes",
+			Description: "Proves that the tree of size from is a prefix of the tree of size to (the latest " +
+				"checkpoint when to is omitted): the record only grew.",
+			Credential: CredentialAgent,
+			Params:     reflect.TypeFor[AuditConsistencyParams](),
+			Responses:  []Response{JSON(200, "The consistency proof.", reflect.TypeFor[audit.ConsistencyProof]())},
+			Problems:   []string{CodeAuditOutOfRange, CodeUnavailable},
+		},
+		{
+			ID: "openapi.get", Method: "GET", Path: "/openapi.json",
+			Summary:     "This OpenAPI document",
+			Description: "The live contract, generated from the same model as the routes; the authority on the current operation list.",
+			Credential:  CredentialNone,
+			Responses:   []Response{{Status: 200, Description: "OpenAPI 3.1 document.", Content: []Content{{MediaType: MediaJSON}}}},
+		},
+		{
+			ID: "health.get", Method: "GET", Path: "/healthz",
+			Summary:     "Liveness",
+			Description: "Answers while the process serves requests. It does not touch the store.",
+			Credential:  CredentialNone,
+			Responses:   []Response{JSON(200, "The server is up.", reflect.TypeFor[Health]())},
+		},
+		{
+			ID: "problems.get", Method: "GET", Path: "/problems/{code}",
+			Summary:     "Problem type page",
+			Description: "A short page for people describing one problem code: its status, title, action and meaning.",
+			Credential:  CredentialNone,
+			Params:      reflect.TypeFor[ProblemPageParams](),
+			Responses:   []Response{{Status: 200, Description: "The page.", Content: []Content{{MediaType: MediaHTML}}}},
+			Problems:    []string{CodeRouteNotFound},
+		},
+	}
+}
+
+// AuditListParams are the parameters of audit.list.
+type AuditListParams struct {
+	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page. Omit to start at the first entry."`
+	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Entries per page, 1 to 100."`
+}
+
+// AuditEntryParams are the parameters of audit.entry.
+type AuditEntryParams struct {
+	Seq      uint64 `path:"seq" validate:"min=1" doc:"Sequence number of the entry; the first entry is 1."`
+	TreeSize uint64 `query:"treeSize" doc:"Tree size the proof is for; at least seq. Omit for the latest checkpoint."`
+}
+
+// AuditEntryWithProof is the response of audit.entry: an entry and the
+// proof that the signed tree includes it, so a client holding the record's
+// public key verifies both without trusting the server.
+type AuditEntryWithProof struct {
+	Entry audit.Entry          `json:"entry"`
+	Proof audit.InclusionProof `json:"proof"`
+}
+
+// AuditConsistencyParams are the parameters of audit.consistency.
+type AuditConsistencyParams struct {
+	From *uint64 `query:"from" validate:"required,min=1" doc:"The older tree size."`
+	To   uint64  `query:"to" doc:"The newer tree size. Omit for the latest checkpoint."`
+}
+
+// Health is the response of health.get.
+type Health struct {
+	Status string `json:"status" validate:"oneof=ok" doc:"Always ok."`
+}
+
+// ProblemPageParams are the parameters of problems.get.
+type ProblemPageParams struct {
+	Code string `path:"code" validate:"max=64" doc:"A problem code, e.g. audit.bad_cursor."`
+}
+
+// Event kinds (DESIGN §7). Events are derived from record entries, never
+// emitted on their own.
+const (
+	EventGateDecision       = "gate.decision"
+	EventIntentDenied       = "intent.denied"
+	EventApprovalPending    = "approval.pending"
+	EventPaymentSettled     = "payment.settled"
+	EventAuditAppended      = "audit.appended"
+	EventMemoryRecorded     = "memory.recorded"
+	EventMemoryConsolidated = "memory.consolidated"
+	EventMemoryErased       = "memory.erased"
+	EventMemoryTainted      = "memory.tainted"
+)
+
+// Event is the body of every webhook delivery. It is derived from one
+// record entry, which it carries whole, so a receiver can verify it with
+// the deployment's record key instead of trusting the delivery.
+type Event struct {
+	ID        string          `json:"id" validate:"required" doc:"evt_<sequence>_<type>: the same for every delivery of this event; deduplicate on it."`
+	Type      string          `json:"type" validate:"required" doc:"The event kind."`
+	CreatedAt time.Time       `json:"createdAt" doc:"When the entry was recorded (its at member)."`
+	Sequence  uint64          `json:"sequence" validate:"min=1" doc:"Sequence number of the entry; the record, not arrival order, is the sequence."`
+	Data      json.RawMessage `json:"data" doc:"Kind-specific data, taken from the entry."`
+	Entry     audit.Entry     `json:"entry" doc:"The whole signed record entry."`
+}
+
+// Events returns the event kinds of this release.
+func Events() []EventKind {
+	ev := func(name, desc string) EventKind {
+		return EventKind{Name: name, Description: desc, Payload: reflect.TypeFor[Event]()}
+	}
+	return []EventKind{
+		ev(EventGateDecision, "A decision was made on a payment, whatever its outcome."),
+		ev(EventIntentDenied, "A payment was refused."),
+		ev(EventApprovalPending, "A payment is waiting for a person to approve it."),
+		ev(EventPaymentSettled, "Value moved: a payment settled."),
+		ev(EventAuditAppended, "The record grew by one entry; sent for every entry."),
+		ev(EventMemoryRecorded, "A memory record was written (deployments running a memory store)."),
+		ev(EventMemoryConsolidated, "Memory records were consolidated (deployments running a memory store)."),
+		ev(EventMemoryErased, "Memory was erased by an operator, with a signed erasure proof."),
+		ev(EventMemoryTainted, "A memory record was marked tainted."),
+	}
+}

@@ -1,0 +1,150 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/internal/errcode"
+)
+
+var errNoSuchProblem = errcode.New(contract.CodeRouteNotFound, "httpserver: no problem type has the code")
+
+// endpoints binds every operation of the release to its handler. A new
+// operation in contract.Countersign needs an entry here, and New fails
+// until it has one.
+func (s *server) endpoints() map[string]endpoint {
+	return map[string]endpoint{
+		"audit.list":        jsonEndpoint(s.auditList),
+		"audit.checkpoint":  rawEndpoint(s.auditCheckpoint),
+		"audit.entry":       jsonEndpoint(s.auditEntry),
+		"audit.consistency": jsonEndpoint(s.auditConsistency),
+		"openapi.get":       rawEndpoint(s.openAPI),
+		"health.get":        jsonEndpoint(s.health),
+		"problems.get":      rawEndpoint(s.problemPage),
+	}
+}
+
+func (s *server) auditList(ctx context.Context, p *contract.AuditListParams, _ *noBody) (audit.Page, error) {
+	page, err := s.audit.Page(ctx, p.Cursor, p.Limit)
+	if err != nil {
+		return audit.Page{}, err
+	}
+	if page.Data == nil {
+		page.Data = []audit.Entry{} // a list is always an array on the wire, never null
+	}
+	return page, nil
+}
+
+func (s *server) auditCheckpoint(w http.ResponseWriter, r *http.Request, _ *noParams) error {
+	c, err := s.audit.Checkpoint(r.Context())
+	if err != nil {
+		return err
+	}
+	w.Header().Add("Vary", "Accept")
+	if negotiate(r.Header.Get("Accept"), contract.MediaJSON, contract.MediaText) == contract.MediaText {
+		h := w.Header()
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		h.Set("Content-Length", strconv.Itoa(len(c.Note)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(c.Note))
+		return nil
+	}
+	return s.writeJSON(w, http.StatusOK, c)
+}
+
+func (s *server) auditEntry(ctx context.Context, p *contract.AuditEntryParams, _ *noBody) (contract.AuditEntryWithProof, error) {
+	e, err := s.audit.Get(ctx, p.Seq)
+	if err != nil {
+		return contract.AuditEntryWithProof{}, err
+	}
+	proof, err := s.audit.Inclusion(ctx, p.Seq, p.TreeSize)
+	if err != nil {
+		return contract.AuditEntryWithProof{}, err
+	}
+	if proof.Hashes == nil {
+		proof.Hashes = []string{}
+	}
+	return contract.AuditEntryWithProof{Entry: e, Proof: proof}, nil
+}
+
+func (s *server) auditConsistency(ctx context.Context, p *contract.AuditConsistencyParams, _ *noBody) (audit.ConsistencyProof, error) {
+	proof, err := s.audit.Consistency(ctx, *p.From, p.To)
+	if err != nil {
+		return audit.ConsistencyProof{}, err
+	}
+	if proof.Hashes == nil {
+		proof.Hashes = []string{}
+	}
+	return proof, nil
+}
+
+func (s *server) openAPI(w http.ResponseWriter, r *http.Request, _ *noParams) error {
+	h := w.Header()
+	h.Set("ETag", s.etag)
+	h.Set("Cache-Control", "no-cache")
+	if r.Header.Get("If-None-Match") == s.etag {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	h.Set("Content-Type", contract.MediaJSON)
+	h.Set("Content-Length", strconv.Itoa(len(s.openapi)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(s.openapi)
+	return nil
+}
+
+func (s *server) health(context.Context, *noParams, *noBody) (contract.Health, error) {
+	return contract.Health{Status: "ok"}, nil
+}
+
+func (s *server) problemPage(w http.ResponseWriter, r *http.Request, p *contract.ProblemPageParams) error {
+	pt, ok := s.model.Problem(p.Code)
+	if !ok {
+		return fmt.Errorf("%w: %q", errNoSuchProblem, p.Code)
+	}
+	var buf bytes.Buffer
+	if err := s.pageTmpl.Execute(&buf, problemPage{ProblemType: pt, Type: s.baseURL + "/problems/" + pt.Code, BaseURL: s.baseURL}); err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Cache-Control", "public, max-age=3600")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+	return nil
+}
+
+type problemPage struct {
+	contract.ProblemType
+	Type, BaseURL string
+}
+
+const problemPageHTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Code}}: {{.Title}}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;color:#222}
+code{background:#f3f3f3;padding:0 .25em}dt{font-weight:600}dd{margin:0 0 .75rem}</style>
+</head>
+<body>
+<h1>{{.Title}}</h1>
+<dl>
+<dt>Code</dt><dd><code>{{.Code}}</code></dd>
+<dt>HTTP status</dt><dd>{{.Status}}</dd>
+<dt>Action</dt><dd><code>{{.Action}}</code>{{if .RetryAfter}} (Retry-After {{.RetryAfter}} s by default){{end}}</dd>
+<dt>Type</dt><dd><code>{{.Type}}</code></dd>
+</dl>
+<p>{{.Description}}</p>
+<p>Every problem is sent as <code>application/problem+json</code> with this code and action.
+The full contract is at <a href="{{.BaseURL}}/openapi.json">/openapi.json</a>.</p>
+</body>
+</html>
+`

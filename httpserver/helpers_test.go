@@ -1,0 +1,305 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
+)
+
+const testBase = "https://countersign.example"
+
+// fakeAudit is an AuditLog whose methods are func fields; unset ones
+// answer from a small fixed record of three entries.
+type fakeAudit struct {
+	page        func(ctx context.Context, cursor string, limit int) (audit.Page, error)
+	get         func(ctx context.Context, seq uint64) (audit.Entry, error)
+	checkpoint  func(ctx context.Context) (audit.Checkpoint, error)
+	inclusion   func(ctx context.Context, seq, treeSize uint64) (audit.InclusionProof, error)
+	consistency func(ctx context.Context, from, to uint64) (audit.ConsistencyProof, error)
+}
+
+var fakeCheckpoint = audit.Checkpoint{
+	Origin: "countersign/test", TreeSize: 3, RootHash: "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=",
+	Note: "countersign/test\n3\nq83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=\n\n— countersign/test AAAA\n",
+}
+
+func fakeEntry(seq uint64) audit.Entry {
+	return audit.Entry{
+		Seq: seq, At: "2026-11-22T10:00:00.123456Z", Type: "gate.decision", IntentID: "int_01",
+		Actor: audit.Actor{Kind: "agent", ID: "ak_1"}, RequestID: "req_x", Data: json.RawMessage(`{"outcome":"allow"}`),
+		Prev: strings.Repeat("0", 64), Hash: strings.Repeat("a", 64), Sig: "c2ln",
+	}
+}
+
+func (f *fakeAudit) Page(ctx context.Context, cursor string, limit int) (audit.Page, error) {
+	if f.page != nil {
+		return f.page(ctx, cursor, limit)
+	}
+	if cursor != "" && cursor != "Mg" {
+		return audit.Page{}, fmt.Errorf("audit: page: %w", audit.ErrBadCursor)
+	}
+	next := "Mg"
+	return audit.Page{Data: []audit.Entry{fakeEntry(1), fakeEntry(2)}, HasMore: true, NextCursor: &next}, nil
+}
+
+func (f *fakeAudit) Get(ctx context.Context, seq uint64) (audit.Entry, error) {
+	if f.get != nil {
+		return f.get(ctx, seq)
+	}
+	if seq > 3 {
+		return audit.Entry{}, audit.ErrNotFound
+	}
+	return fakeEntry(seq), nil
+}
+
+func (f *fakeAudit) Checkpoint(ctx context.Context) (audit.Checkpoint, error) {
+	if f.checkpoint != nil {
+		return f.checkpoint(ctx)
+	}
+	return fakeCheckpoint, nil
+}
+
+func (f *fakeAudit) Inclusion(ctx context.Context, seq, treeSize uint64) (audit.InclusionProof, error) {
+	if f.inclusion != nil {
+		return f.inclusion(ctx, seq, treeSize)
+	}
+	if treeSize > 3 || (treeSize != 0 && seq > treeSize) {
+		return audit.InclusionProof{}, audit.ErrOutOfRange
+	}
+	return audit.InclusionProof{Seq: seq, LeafIndex: seq - 1, TreeSize: 3, LeafHash: "AAAA",
+		Hashes: []string{"BBBB", "CCCC"}, Checkpoint: fakeCheckpoint}, nil
+}
+
+func (f *fakeAudit) Consistency(ctx context.Context, from, to uint64) (audit.ConsistencyProof, error) {
+	if f.consistency != nil {
+		return f.consistency(ctx, from, to)
+	}
+	if to > 3 || from > 3 || (to != 0 && from > to) {
+		return audit.ConsistencyProof{}, audit.ErrOutOfRange
+	}
+	return audit.ConsistencyProof{From: from, To: 3, Checkpoint: fakeCheckpoint}, nil
+}
+
+// codedErr is a domain error in the shape later packages will use.
+type codedErr struct {
+	code   string
+	msg    string
+	retry  time.Duration
+	ext    map[string]any
+	action string
+}
+
+func (e *codedErr) Error() string                     { return e.msg }
+func (e *codedErr) Code() string                      { return e.code }
+func (e *codedErr) RetryAfter() time.Duration         { return e.retry }
+func (e *codedErr) ProblemExtensions() map[string]any { return e.ext }
+func (e *codedErr) ProblemAction() string             { return e.action }
+
+// Test-only operations, so that body handling, panics and domain errors
+// can be exercised before real operations that need them exist.
+type echoBody struct {
+	Name  string `json:"name" validate:"required,max=8"`
+	Count int    `json:"count" validate:"min=1"`
+}
+
+type failParams struct {
+	Kind string `path:"kind"`
+}
+
+func testOperations() []contract.Operation {
+	echo := reflect.TypeFor[echoBody]()
+	return []contract.Operation{
+		{ID: "test.echo", Method: "POST", Path: "/test/echo", Summary: "Echo", Credential: contract.CredentialAgent,
+			Body: echo, Responses: []contract.Response{contract.JSON(201, "Echoed.", echo)}},
+		{ID: "test.panic", Method: "GET", Path: "/test/panic", Summary: "Panic", Credential: contract.CredentialNone,
+			Responses: []contract.Response{contract.JSON(200, "Never.", echo)}},
+		{ID: "test.fail", Method: "GET", Path: "/test/fail/{kind}", Summary: "Fail", Credential: contract.CredentialNone,
+			Params: reflect.TypeFor[failParams](), Responses: []contract.Response{contract.JSON(200, "Never.", echo)},
+			Problems: []string{contract.CodeIntentDenied, contract.CodeSettlementFrozen, contract.CodeIntentMalformed, contract.CodeUnavailable}},
+		{ID: "test.operator", Method: "POST", Path: "/test/operator", Summary: "Operator", Credential: contract.CredentialOperator,
+			Body: echo, Responses: []contract.Response{contract.JSON(200, "Done.", echo)}},
+	}
+}
+
+func testEndpoints() map[string]endpoint {
+	return map[string]endpoint{
+		"test.echo": jsonEndpoint(func(ctx context.Context, _ *noParams, b *echoBody) (echoBody, error) {
+			if p, ok := PrincipalFrom(ctx); ok {
+				b.Name = p.KeyID
+			}
+			return *b, nil
+		}),
+		"test.panic": jsonEndpoint(func(context.Context, *noParams, *noBody) (echoBody, error) {
+			panic("secret-panic-value")
+		}),
+		"test.fail": jsonEndpoint(func(ctx context.Context, p *failParams, _ *noBody) (echoBody, error) {
+			switch p.Kind {
+			case "internal":
+				return echoBody{}, errors.New("db: password=hunter2 refused")
+			case "rate":
+				return echoBody{}, &codedErr{code: contract.CodeRateLimited, msg: "auth: bucket empty", retry: 6500 * time.Millisecond}
+			case "denied":
+				return echoBody{}, &codedErr{code: contract.CodeIntentDenied, msg: "gate: denied: per-tx cap",
+					ext: map[string]any{"intentId": "int_1", "auditSeq": 42, "reasons": []any{map[string]any{"code": "cap.per_tx", "message": "over cap"}}}}
+			case "frozen":
+				return echoBody{}, &codedErr{code: contract.CodeSettlementFrozen, msg: "pay: settlement frozen"}
+			case "cart":
+				return echoBody{}, &codedErr{code: contract.CodeIntentMalformed, msg: "commerce: cart not ready", action: "continue-at-link",
+					ext: map[string]any{"cartStatus": "requires_escalation", "continueUrl": "https://m.example/c/1"}}
+			case "tampered":
+				return echoBody{}, &audit.TamperError{Seq: 7, Reason: "hash mismatch"}
+			case "unregistered":
+				return echoBody{}, &codedErr{code: "no.such_code", msg: "x: secret-unregistered"}
+			case "deadline":
+				return echoBody{}, context.DeadlineExceeded
+			case "unencodable":
+				return echoBody{}, &codedErr{code: contract.CodeIntentDenied, msg: "gate: denied", ext: map[string]any{"bad": func() {}}}
+			}
+			return echoBody{Name: p.Kind, Count: 1}, nil
+		}),
+		"test.operator": jsonEndpoint(func(ctx context.Context, _ *noParams, b *echoBody) (echoBody, error) {
+			if o, ok := OperatorFrom(ctx); ok {
+				b.Name = o.KeyID
+			}
+			return *b, nil
+		}),
+	}
+}
+
+func testModel(t testing.TB) *contract.Model {
+	t.Helper()
+	def := contract.Countersign()
+	def.Operations = append(def.Operations, testOperations()...)
+	m, err := contract.Build(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type testServer struct {
+	h    http.Handler
+	logs *syncBuffer
+	doc  []byte
+}
+
+func newTestServer(t testing.TB, cfg Config) *testServer {
+	t.Helper()
+	logs := &syncBuffer{}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = testBase
+	}
+	if cfg.Audit == nil {
+		cfg.Audit = &fakeAudit{}
+	}
+	if cfg.Model == nil {
+		cfg.Model = testModel(t)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if !cfg.Sandbox && cfg.Authenticator == nil {
+		cfg.Sandbox = true
+	}
+	s, err := newServer(cfg, testEndpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testServer{h: s, logs: logs, doc: s.openapi}
+}
+
+// do serves one request in-process.
+func (ts *testServer) do(t testing.TB, method, target string, body io.Reader, header ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, target, body)
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	ts.h.ServeHTTP(w, r)
+	return w
+}
+
+// schemas compiles schemas out of the served OpenAPI document, so real
+// responses are checked against exactly what clients are told.
+type schemas struct {
+	c   *jsonschema.Compiler
+	url string
+}
+
+func newSchemas(t testing.TB, doc []byte) *schemas {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	const u = testBase + "/openapi.json"
+	if err := c.AddResource(u, v); err != nil {
+		t.Fatal(err)
+	}
+	return &schemas{c: c, url: u}
+}
+
+func pointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// responseSchema is the schema of an operation's response with status and
+// media type.
+func (s *schemas) responseSchema(t testing.TB, op contract.Operation, status, media string) *jsonschema.Schema {
+	t.Helper()
+	ptr := "#/paths/" + pointerEscape(op.Path) + "/" + strings.ToLower(op.Method) +
+		"/responses/" + status + "/content/" + pointerEscape(media) + "/schema"
+	sch, err := s.c.Compile(s.url + ptr)
+	if err != nil {
+		t.Fatalf("compile %s: %v", ptr, err)
+	}
+	return sch
+}
+
+func (s *schemas) check(t testing.TB, sch *jsonschema.Schema, body []byte) {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("response is not JSON: %v\n%s", err, body)
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("response does not match its schema: %v\n%s", err, body)
+	}
+}
