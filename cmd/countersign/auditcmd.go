@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/term"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/pebblestore"
+)
+
+const auditSynopsis = `audit verify|checkpoint|bench [flags]
+
+  verify      --data DIR | --url URL  [--key record.pub] [--signatures]
+              Checks the whole record: seq continuity, hash links, entry
+              hashes and the Merkle tree against a signed checkpoint; with
+              --signatures every entry's Ed25519 signature too.
+              --data reads a stopped server's data directory; --url reads
+              a running server over HTTP.
+  checkpoint  --data DIR | --url URL
+              Prints the latest signed checkpoint (a C2SP signed note).
+  bench       --data DIR [--writers 64] [--count N] [--acks]
+              Appends synthetic entries with concurrent writers and reports
+              the rate. With --acks it prints "seq hash" for every entry
+              whose transaction was acknowledged (used by crash tests).`
+
+func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "Usage: countersign %s\n", auditSynopsis)
+		return errUsage
+	}
+	switch args[0] {
+	case "verify":
+		return cmdAuditVerify(ctx, args[1:], stdout, stderr)
+	case "checkpoint":
+		return cmdAuditCheckpoint(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return cmdAuditBench(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprintf(stdout, "Usage: countersign %s\n", auditSynopsis)
+		return nil
+	default:
+		fmt.Fprintf(stderr, "countersign audit: unknown command %q\nUsage: countersign %s\n", args[0], auditSynopsis)
+		return errUsage
+	}
+}
+
+// source is where an audit command reads the record from.
+type source struct {
+	data, url, key string
+}
+
+func (s *source) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&s.data, "data", "", "data `directory` of a stopped server")
+	fs.StringVar(&s.url, "url", "", "base `URL` of a running server")
+	fs.StringVar(&s.key, "key", "", "record verifier key `file` (default <data>/record.pub; required with --url unless ./countersign-data/record.pub exists)")
+}
+
+func (s *source) check() error {
+	if (s.data == "") == (s.url == "") {
+		return errors.New("give exactly one of --data DIR or --url URL")
+	}
+	return nil
+}
+
+// verifier returns the record verifier key, origin and public key.
+func (s *source) verifier() (vkey, origin string, pub ed25519.PublicKey, err error) {
+	path := s.key
+	if path == "" {
+		dir := s.data
+		if dir == "" {
+			dir = "countersign-data"
+		}
+		path = filepath.Join(dir, recordPubFile)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("record verifier key: %w (pass --key FILE)", err)
+	}
+	vkey = strings.TrimSpace(string(b))
+	origin, pub, err = parseVerifierKey(vkey)
+	return vkey, origin, pub, err
+}
+
+// openData opens a data directory's store and record for reading.
+func openData(ctx context.Context, dir string, pub ed25519.PublicKey, origin string) (*audit.Log, func(), error) {
+	path := filepath.Join(dir, storeDir)
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil, fmt.Errorf("no store in %s: %w", dir, err)
+	}
+	st, err := pebblestore.Open(path, &pebblestore.Options{Logger: quietLogger()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w (is a server still running on it? use --url)", path, err)
+	}
+	lg, err := audit.OpenReader(ctx, st, pub, &audit.Options{Origin: origin})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return lg, func() { st.Close() }, nil
+}
+
+func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var src source
+	fs := newFlagSet("audit verify", "audit verify --data DIR | --url URL [--key FILE] [--signatures]", stderr)
+	src.register(fs)
+	sigs := fs.Bool("signatures", false, "also verify every entry's Ed25519 signature (slower)")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if err := src.check(); err != nil {
+		return err
+	}
+	vkey, origin, pub, err := src.verifier()
+	if err != nil {
+		return err
+	}
+	prog := newProgress(stderr)
+	start := time.Now()
+	var n uint64
+	var root string
+	if src.data != "" {
+		lg, closeFn, err := openData(ctx, src.data, pub, origin)
+		if err != nil {
+			return err
+		}
+		defer closeFn()
+		if n, err = lg.Size(ctx); err != nil {
+			return err
+		}
+		depth := audit.Hashes
+		if *sigs {
+			depth = audit.Full
+		}
+		if n > 0 {
+			if err := lg.Verify(ctx, 1, n, depth, prog.update); err != nil {
+				prog.done()
+				return err
+			}
+		}
+		root = "checked against the stored tree"
+	} else {
+		n, root, err = verifyURL(ctx, src.url, vkey, pub, *sigs, prog.update)
+		prog.done()
+		if err != nil {
+			return err
+		}
+	}
+	prog.done()
+	el := time.Since(start)
+	depth := "hashes+merkle"
+	if *sigs {
+		depth = "full (signatures)"
+	}
+	rate := float64(n) / el.Seconds()
+	fmt.Fprintf(stdout, "ok: %d entries verified, depth %s, root %s, %.2fs (%.0f entries/s)\n", n, depth, root, el.Seconds(), rate)
+	return nil
+}
+
+// verifyURL fetches the latest checkpoint and every entry up to its size
+// from a running server, and checks them client-side: the checkpoint's
+// signature, every entry's hash and link (and signature), and that the
+// Merkle root over the entries equals the signed root.
+func verifyURL(ctx context.Context, base, vkey string, pub ed25519.PublicKey, sigs bool, progress func(done, total uint64)) (uint64, string, error) {
+	base = strings.TrimRight(base, "/")
+	var cp audit.Checkpoint
+	if err := getJSON(ctx, base+"/audit/checkpoint", &cp); err != nil {
+		return 0, "", err
+	}
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return 0, "", err
+	}
+	if _, err := note.Open([]byte(cp.Note), note.VerifierList(v)); err != nil {
+		return 0, "", fmt.Errorf("%w: checkpoint signature: %v", audit.ErrTampered, err)
+	}
+	size, rootB64, err := parseCheckpointBody(cp.Note)
+	if err != nil {
+		return 0, "", err
+	}
+	cv := audit.NewChainVerifier(pub, sigs)
+	cursor := ""
+	var done uint64
+	for done < size {
+		var page audit.Page
+		u := base + "/audit?limit=100"
+		if cursor != "" {
+			u += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if err := getJSON(ctx, u, &page); err != nil {
+			return done, "", err
+		}
+		for _, e := range page.Data {
+			if done == size {
+				break
+			}
+			if err := cv.Add(e); err != nil {
+				return done, "", err
+			}
+			done++
+		}
+		progress(done, size)
+		if page.NextCursor == nil || len(page.Data) == 0 {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	if done != size {
+		return done, "", fmt.Errorf("%w: checkpoint says %d entries, server served %d", audit.ErrTampered, size, done)
+	}
+	got := cv.Root()
+	if base64.StdEncoding.EncodeToString(got[:]) != rootB64 {
+		return done, "", fmt.Errorf("%w: Merkle root of the served entries does not match the signed checkpoint", audit.ErrTampered)
+	}
+	return done, rootB64, nil
+}
+
+// parseCheckpointBody reads the tree size and root hash of a C2SP
+// tlog-checkpoint note (origin, size, root, then optional extension lines).
+func parseCheckpointBody(n string) (uint64, string, error) {
+	lines := strings.SplitN(n, "\n", 4)
+	if len(lines) < 4 {
+		return 0, "", errors.New("checkpoint: too few lines")
+	}
+	size, err := strconv.ParseUint(lines[1], 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("checkpoint: tree size: %w", err)
+	}
+	return size, lines[2], nil
+}
+
+func getJSON(ctx context.Context, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	return nil
+}
+
+func cmdAuditCheckpoint(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var src source
+	fs := newFlagSet("audit checkpoint", "audit checkpoint --data DIR | --url URL [--key FILE]", stderr)
+	src.register(fs)
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if err := src.check(); err != nil {
+		return err
+	}
+	var cp audit.Checkpoint
+	if src.url != "" {
+		if err := getJSON(ctx, strings.TrimRight(src.url, "/")+"/audit/checkpoint", &cp); err != nil {
+			return err
+		}
+	} else {
+		// A checkpoint is a signature, so reading one from a data
+		// directory needs the record key that lives there.
+		key, _, err := keyfile.ReadEd25519(filepath.Join(src.data, recordKeyFile))
+		if err != nil {
+			return fmt.Errorf("signing a checkpoint needs the record key: %w (or use --url against the running server)", err)
+		}
+		st, err := pebblestore.Open(filepath.Join(src.data, storeDir), &pebblestore.Options{Logger: quietLogger()})
+		if err != nil {
+			return fmt.Errorf("open %s: %w (is a server still running on it? use --url)", src.data, err)
+		}
+		defer st.Close()
+		lg, err := audit.Open(ctx, st, key, &audit.Options{Origin: dataOrigin(src.data, "", key.Public().(ed25519.PublicKey))})
+		if err != nil {
+			return err
+		}
+		if cp, err = lg.Checkpoint(ctx); err != nil {
+			return err
+		}
+	}
+	fmt.Fprint(stdout, cp.Note)
+	return nil
+}
+
+func cmdAuditBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("audit bench", "audit bench --data DIR [--writers 64] [--count N] [--acks]", stderr)
+	dir := fs.String("data", "", "data `directory` (created if missing; must not be in use by a server)")
+	writers := fs.Int("writers", 64, "concurrent appenders, each committing its own transaction")
+	count := fs.Int("count", 100000, "entries to append in all")
+	acks := fs.Bool("acks", false, `print "seq hash" for every acknowledged entry`)
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *dir == "" || *writers < 1 || *count < 1 {
+		fs.Usage()
+		return errUsage
+	}
+	key, _, err := loadRecordKey(*dir, "", false)
+	if err != nil {
+		return err
+	}
+	origin := dataOrigin(*dir, "", key.Public().(ed25519.PublicKey))
+	vkey, err := recordVerifierKey(origin, key)
+	if err != nil {
+		return err
+	}
+	if err := writePublicFile(filepath.Join(*dir, recordPubFile), []byte(vkey+"\n")); err != nil {
+		return err
+	}
+	st, err := pebblestore.Open(filepath.Join(*dir, storeDir), &pebblestore.Options{Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	lg, err := audit.Open(ctx, st, key, &audit.Options{Origin: origin})
+	if err != nil {
+		return err
+	}
+	var (
+		next atomic.Int64
+		mu   sync.Mutex // serialises ack lines on stdout
+		wg   sync.WaitGroup
+		errs = make(chan error, *writers)
+	)
+	data := json.RawMessage(`{"bench":true,"note":"synthetic entry appended by countersign audit bench"}`)
+	start := time.Now()
+	for w := 0; w < *writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(*count) {
+				var e audit.Entry
+				err := lg.Update(ctx, func(txn store.Txn) error {
+					var err error
+					e, err = lg.Append(txn, audit.Record{
+						Type:  "bench.append",
+						Actor: audit.Actor{Kind: "system", ID: "audit-bench"},
+						Data:  data,
+					})
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if *acks {
+					mu.Lock()
+					fmt.Fprintf(stdout, "%d %s\n", e.Seq, e.Hash)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	el := time.Since(start)
+	fmt.Fprintf(stderr, "appended %d entries with %d writers in %.2fs: %.0f entries/s\n", *count, *writers, el.Seconds(), float64(*count)/el.Seconds())
+	return nil
+}
+
+// progress draws a progress bar on a terminal and nothing otherwise (the
+// command prints one summary line at the end either way).
+type progress struct {
+	w    io.Writer
+	tty  bool
+	last time.Time
+	used bool
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	return p
+}
+
+func (p *progress) update(done, total uint64) {
+	if !p.tty || total == 0 || (time.Since(p.last) < 100*time.Millisecond && done != total) {
+		return
+	}
+	p.last = time.Now()
+	p.used = true
+	const width = 40
+	filled := int(done * width / total)
+	fmt.Fprintf(p.w, "\rverifying [%s%s] %d/%d (%d%%)", strings.Repeat("=", filled), strings.Repeat(" ", width-filled), done, total, done*100/total)
+}
+
+func (p *progress) done() {
+	if p.used {
+		fmt.Fprintln(p.w)
+		p.used = false
+	}
+}

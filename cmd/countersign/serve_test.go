@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server goroutine to write while
+// the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listenLine = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+
+// startServe runs "countersign serve" in-process on a free port in an empty
+// data directory and returns its base URL and a stop function that returns
+// the exit code.
+func startServe(t *testing.T, dir string, extra ...string) (string, func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data", dir}, extra...)
+	go func() { done <- run(ctx, args, &stdout, &stderr) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := listenLine.FindStringSubmatch(stdout.String()); m != nil {
+			return m[1], func() int { cancel(); return <-done }
+		}
+		select {
+		case code := <-done:
+			cancel()
+			t.Fatalf("serve exited with %d before listening:\n%s\n%s", code, stdout.String(), stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("serve did not start:\n%s\n%s", stdout.String(), stderr.String())
+		}
+		// Polling a buffer the server writes once at start-up; this waits
+		// for real I/O, not for time to pass in the code under test.
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, url string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// TestServeEmptyDirectory is the README's first command: serve in an empty
+// directory, answer the documented routes, serve an OpenAPI 3.1 document the
+// official schema accepts, record its own start, verify from outside with
+// only the public key, and shut down cleanly.
+func TestServeEmptyDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "countersign-data")
+	base, stop := startServe(t, dir)
+
+	resp, body := get(t, base+"/healthz")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("healthz: %d %s", resp.StatusCode, body)
+	}
+
+	resp, body = get(t, base+"/openapi.json")
+	if resp.StatusCode != 200 {
+		t.Fatalf("openapi.json: %d", resp.StatusCode)
+	}
+	validateOpenAPI(t, body)
+
+	resp, body = get(t, base+"/audit?limit=5")
+	var page struct {
+		Data []struct {
+			Seq  uint64 `json:"seq"`
+			Type string `json:"type"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("audit: %d %s", resp.StatusCode, body)
+	}
+	if len(page.Data) != 1 || page.Data[0].Type != "system.started" {
+		t.Fatalf("a fresh server's record should hold its start: %s", body)
+	}
+
+	resp, body = get(t, base+"/audit?limit=500")
+	if resp.StatusCode != 400 || !strings.Contains(string(body), `"code":"request.validation"`) {
+		t.Fatalf("limit=500: %d %s", resp.StatusCode, body)
+	}
+
+	var out, errOut bytes.Buffer
+	pub := filepath.Join(dir, "record.pub")
+	if code := run(context.Background(), []string{"audit", "verify", "--url", base, "--key", pub, "--signatures"}, &out, &errOut); code != 0 {
+		t.Fatalf("audit verify --url: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "ok: 1 entries verified") {
+		t.Fatalf("audit verify --url said %q", out.String())
+	}
+
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exit code %d after shutdown", code)
+	}
+
+	// A restart appends a second start entry to the same chain.
+	base, stop = startServe(t, dir)
+	_, body = get(t, base+"/audit/consistency?from=1")
+	if !strings.Contains(string(body), `"to":2`) {
+		t.Fatalf("consistency after restart: %s", body)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("second serve exit code %d", code)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"audit", "verify", "--data", dir, "--signatures"}, &out, &errOut); code != 0 {
+		t.Fatalf("audit verify --data: exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "ok: 2 entries verified") {
+		t.Fatalf("audit verify --data said %q", out.String())
+	}
+}
+
+func TestServeProductionRefusesWithoutKey(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--production"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--record-key") {
+		t.Fatalf("production without a record key: exit %d, %s", code, errOut.String())
+	}
+}
+
+// validateOpenAPI checks a document against the official OpenAPI 3.1 JSON
+// Schema kept by the contract package's tests.
+func validateOpenAPI(t *testing.T, doc []byte) {
+	t.Helper()
+	schemaPath := filepath.Join("..", "..", "contract", "testdata", "openapi-3.1-schema.json")
+	raw, err := os.ReadFile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("openapi-3.1.json", schemaDoc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("openapi-3.1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		t.Fatalf("served /openapi.json is not valid OpenAPI 3.1: %v", err)
+	}
+}
