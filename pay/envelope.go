@@ -1,0 +1,371 @@
+package pay
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jws"
+)
+
+// IntentType is the "typ" header of an intent signature (RFC 8725 §3.11
+// explicit typing). Verifiers compare it exactly: "application/" prefixes
+// and other spellings are refused.
+const IntentType = "svc-intent+jws"
+
+// ErrUnauthorized is matched by every [*UnauthorizedError]; check with
+// errors.Is.
+var ErrUnauthorized = errors.New("pay: instruction not authorized")
+
+// AuthReason says precisely why an envelope was refused. The values are
+// stable; the HTTP layer may show them in the problem detail.
+type AuthReason string
+
+// Reasons for refusing an envelope, in the order of the checks.
+const (
+	// ReasonMandateMalformed: the mandate is not a compact JWS with an
+	// attached payload, or its protected header is not a JSON object of
+	// only "alg", "typ" and "kid" strings.
+	ReasonMandateMalformed AuthReason = "mandate_malformed"
+	// ReasonMandateBadAlg: the mandate's alg is not EdDSA or ES256, or does
+	// not fit the key its kid names ("none", HS256, RS256, ... are refused).
+	ReasonMandateBadAlg AuthReason = "mandate_bad_alg"
+	// ReasonMandateWrongType: the mandate's typ is not exactly
+	// "svc-mandate+jwt".
+	ReasonMandateWrongType AuthReason = "mandate_wrong_type"
+	// ReasonMandateUnknownKey: no kid, or a kid that is not a trusted
+	// operator key.
+	ReasonMandateUnknownKey AuthReason = "mandate_unknown_key"
+	// ReasonMandateBadSignature: the operator's signature does not verify.
+	ReasonMandateBadSignature AuthReason = "mandate_bad_signature"
+	// ReasonMandateInvalidClaims: the signed claims break the rules of
+	// [MandateClaims.Validate] or are not strict JSON.
+	ReasonMandateInvalidClaims AuthReason = "mandate_invalid_claims"
+	// ReasonMandateExpired: now is at or after the mandate's exp.
+	ReasonMandateExpired AuthReason = "mandate_expired"
+	// ReasonMandateNotYetValid: the mandate's iat is in the future by more
+	// than the allowed clock skew.
+	ReasonMandateNotYetValid AuthReason = "mandate_not_yet_valid"
+	// ReasonMandateRevoked: the operator revoked the mandate. Not produced
+	// here: the caller checks revocation against storage.
+	ReasonMandateRevoked AuthReason = "mandate_revoked"
+	// ReasonSubMismatch: the mandate was issued to another agent
+	// (sub ≠ envelope.agent).
+	ReasonSubMismatch AuthReason = "sub_mismatch"
+	// ReasonAgentNotPermitted: the agent credential may not act for
+	// envelope.agent. Not produced here: the caller checks the credential.
+	ReasonAgentNotPermitted AuthReason = "agent_not_permitted"
+	// ReasonAgentMalformed: envelope.agent is not 64 lower-case hex digits.
+	ReasonAgentMalformed AuthReason = "agent_malformed"
+	// ReasonSignatureMalformed: the signature is not a compact JWS, or its
+	// protected header is not a JSON object of only "alg", "typ" and "kid"
+	// strings.
+	ReasonSignatureMalformed AuthReason = "signature_malformed"
+	// ReasonSignatureNotDetached: the signature carries an embedded
+	// payload; it must be detached (RFC 7515 appendix F).
+	ReasonSignatureNotDetached AuthReason = "signature_not_detached"
+	// ReasonSignatureBadAlg: the signature's alg is not EdDSA.
+	ReasonSignatureBadAlg AuthReason = "signature_bad_alg"
+	// ReasonSignatureWrongType: the signature's typ is not exactly
+	// "svc-intent+jws".
+	ReasonSignatureWrongType AuthReason = "signature_wrong_type"
+	// ReasonSignatureInvalid: the signature does not verify with the key in
+	// envelope.agent over [SigningBytes].
+	ReasonSignatureInvalid AuthReason = "signature_invalid"
+)
+
+// UnauthorizedError is an envelope that does not authorise the instruction
+// (403 intent.unauthorized). It matches [ErrUnauthorized].
+type UnauthorizedError struct {
+	// Reason is the precise, stable reason.
+	Reason AuthReason
+	// Err is the underlying cause, for logs; may be nil. Its text may name
+	// library internals, so it is not for the client.
+	Err error
+}
+
+func (e *UnauthorizedError) Error() string {
+	if e.Err == nil {
+		return "pay: not authorized: " + string(e.Reason)
+	}
+	return "pay: not authorized: " + string(e.Reason) + ": " + e.Err.Error()
+}
+
+// Code returns "intent.unauthorized".
+func (e *UnauthorizedError) Code() string { return CodeUnauthorized }
+
+// Unwrap returns [ErrUnauthorized] and the cause, if any.
+func (e *UnauthorizedError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrUnauthorized}
+	}
+	return []error{ErrUnauthorized, e.Err}
+}
+
+func unauthorized(r AuthReason, err error) *UnauthorizedError {
+	return &UnauthorizedError{Reason: r, Err: err}
+}
+
+// signingView is the instruction as signed: everything but
+// envelope.signature.
+type signingView struct {
+	IdempotencyKey string       `json:"idempotencyKey"`
+	Payee          string       `json:"payee"`
+	Amount         Amount       `json:"amount"`
+	Purpose        string       `json:"purpose"`
+	Terms          Terms        `json:"terms"`
+	Envelope       signingEnvel `json:"envelope"`
+}
+
+type signingEnvel struct {
+	Agent   string `json:"agent"`
+	Mandate string `json:"mandate"`
+}
+
+// SigningBytes returns the bytes an intent signature covers: the RFC 8785
+// (JCS) canonical JSON of in with envelope.signature removed. The envelope
+// object stays, with agent and mandate, so the signature binds the mandate
+// too. For example:
+//
+//	{"amount":{"currency":"USD","minor":1250},"envelope":{"agent":"...","mandate":"..."},
+//	 "idempotencyKey":"...","payee":"acct:seller.example","purpose":"invoice 1182",
+//	 "terms":{"capitalSource":"payer","credential":"api-key",...}}
+//
+// (without the line breaks). Values are taken as they are; run
+// [Instruction.Check] first, since amounts of 2^53 or more have no exact
+// canonical form.
+func SigningBytes(in *Instruction) ([]byte, error) {
+	b, err := json.Marshal(signingView{
+		IdempotencyKey: in.IdempotencyKey,
+		Payee:          in.Payee,
+		Amount:         in.Amount,
+		Purpose:        in.Purpose,
+		Terms:          in.Terms,
+		Envelope:       signingEnvel{Agent: in.Envelope.Agent, Mandate: in.Envelope.Mandate},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pay: signing bytes: %w", err)
+	}
+	c, err := jcs.Transform(b)
+	if err != nil {
+		return nil, fmt.Errorf("pay: signing bytes: %w", err)
+	}
+	return c, nil
+}
+
+// SignInstruction signs in with the agent's key and sets
+// in.Envelope.Signature: a compact JWS with detached payload over
+// [SigningBytes], protected header {"alg":"EdDSA","typ":"svc-intent+jws"}.
+//
+// If in.Envelope.Agent is empty it is set to the key's agent id; if it is
+// set, it must be that id. Every other field, envelope.mandate included,
+// must already be final and pass [Instruction.Check] (except for the
+// signature itself); otherwise SignInstruction returns the
+// [*MalformedError] the server would, and in is left unchanged.
+func SignInstruction(in *Instruction, agentKey ed25519.PrivateKey) error {
+	if len(agentKey) != ed25519.PrivateKeySize {
+		return errors.New("pay: sign instruction: not an Ed25519 private key")
+	}
+	agent := hex.EncodeToString(agentKey.Public().(ed25519.PublicKey))
+	c := *in
+	switch c.Envelope.Agent {
+	case "":
+		c.Envelope.Agent = agent
+	case agent:
+	default:
+		return errors.New("pay: sign instruction: envelope.agent is not the public key of agentKey")
+	}
+	if err := c.check(false); err != nil {
+		return err
+	}
+	payload, err := SigningBytes(&c)
+	if err != nil {
+		return err
+	}
+	hdrs := jws.NewHeaders()
+	if err := hdrs.Set(jws.TypeKey, IntentType); err != nil {
+		return fmt.Errorf("pay: sign instruction: %w", err)
+	}
+	sig, err := jws.Sign(nil,
+		jws.WithKey(jwa.EdDSA(), agentKey, jws.WithProtectedHeaders(hdrs)),
+		jws.WithDetachedPayload(payload))
+	if err != nil {
+		return fmt.Errorf("pay: sign instruction: %w", err)
+	}
+	in.Envelope.Agent = c.Envelope.Agent
+	in.Envelope.Signature = string(sig)
+	return nil
+}
+
+// VerifyInstruction checks the intent signature: envelope.signature must be
+// a compact JWS with detached payload (an embedded payload is refused, even
+// one equal to the signing bytes), protected header alg exactly "EdDSA",
+// typ exactly "svc-intent+jws", no header parameters but alg, typ and kid
+// (kid is ignored), and a valid Ed25519 signature by the key in
+// envelope.agent over [SigningBytes](in). Any failure is a
+// [*UnauthorizedError]. It does not look at the mandate; see
+// [VerifyEnvelope].
+func VerifyInstruction(in *Instruction) error {
+	if !isAgentID(in.Envelope.Agent) {
+		return unauthorized(ReasonAgentMalformed, nil)
+	}
+	pub, _ := hex.DecodeString(in.Envelope.Agent) // isAgentID: 32 bytes of hex
+	tok := in.Envelope.Signature
+	if len(tok) > MaxSignatureLen {
+		return unauthorized(ReasonSignatureMalformed, fmt.Errorf("longer than %d bytes", MaxSignatureLen))
+	}
+	h, payload, _, err := splitCompact(tok)
+	if err != nil {
+		return unauthorized(ReasonSignatureMalformed, err)
+	}
+	if payload != "" {
+		return unauthorized(ReasonSignatureNotDetached, nil)
+	}
+	hdr, err := parseHeader(h)
+	if err != nil {
+		return unauthorized(ReasonSignatureMalformed, err)
+	}
+	if hdr.alg != jwa.EdDSA().String() {
+		return unauthorized(ReasonSignatureBadAlg, fmt.Errorf("alg %q", hdr.alg))
+	}
+	if hdr.typ != IntentType {
+		return unauthorized(ReasonSignatureWrongType, fmt.Errorf("typ %q", hdr.typ))
+	}
+	signed, err := SigningBytes(in)
+	if err != nil {
+		return unauthorized(ReasonSignatureInvalid, err)
+	}
+	if _, err := jws.Verify([]byte(tok), jws.WithCompact(),
+		jws.WithKey(jwa.EdDSA(), ed25519.PublicKey(pub)),
+		jws.WithDetachedPayload(signed)); err != nil {
+		return unauthorized(ReasonSignatureInvalid, err)
+	}
+	return nil
+}
+
+// VerifyEnvelope does step 3 of DESIGN §4 as far as it needs no storage,
+// in order: the mandate verifies with mandates ([MandateVerifier.Verify]:
+// known operator key, right alg and typ, valid claims, not expired), its
+// subject is envelope.agent, and the intent signature verifies
+// ([VerifyInstruction]). It returns the verified mandate, or a
+// [*UnauthorizedError].
+//
+// Two checks of step 3 remain the caller's, because they need storage:
+// the mandate must not be revoked (look up [Mandate.ID]; refuse with
+// [ReasonMandateRevoked]) and the agent credential must be allowed to act
+// for envelope.agent ([ReasonAgentNotPermitted]). Every step-3 failure is
+// the same 403 intent.unauthorized, so doing those two after this call
+// changes at most which reason a request that fails several checks gets.
+func VerifyEnvelope(in *Instruction, mandates *MandateVerifier) (*Mandate, error) {
+	if mandates == nil {
+		// A wiring bug, not the client's fault: not an UnauthorizedError.
+		return nil, errors.New("pay: verify envelope: no mandate verifier")
+	}
+	m, err := mandates.Verify(in.Envelope.Mandate)
+	if err != nil {
+		return nil, err
+	}
+	if m.Claims.Agent != in.Envelope.Agent {
+		return nil, unauthorized(ReasonSubMismatch, nil)
+	}
+	if err := VerifyInstruction(in); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// b64 is the base64url alphabet without padding, refusing non-zero
+// trailing bits, so every token has exactly one encoding.
+var b64 = base64.RawURLEncoding.Strict()
+
+// splitCompact splits a compact JWS into its three segments and checks
+// that the header and signature decode; the payload segment is returned as
+// is (empty when detached).
+func splitCompact(tok string) (header []byte, payload, sig string, err error) {
+	h, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return nil, "", "", errors.New("not a compact JWS: no '.'")
+	}
+	payload, sig, ok = strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return nil, "", "", errors.New("not a compact JWS: want three segments")
+	}
+	if header, err = b64.DecodeString(h); err != nil || len(header) == 0 {
+		return nil, "", "", errors.New("header is not base64url")
+	}
+	if s, err := b64.DecodeString(sig); err != nil || len(s) == 0 {
+		return nil, "", "", errors.New("signature is not base64url")
+	}
+	if _, err := b64.DecodeString(payload); err != nil {
+		return nil, "", "", errors.New("payload is not base64url")
+	}
+	return header, payload, sig, nil
+}
+
+// joseHeader is a protected header that passed parseHeader.
+type joseHeader struct {
+	alg, typ, kid string
+	hasKid        bool
+}
+
+// parseHeader parses a protected header strictly: one JSON object in
+// valid UTF-8, each member at most once, and only the members alg, typ and
+// kid, each a string. Refusing every other member refuses crit, b64 (RFC
+// 7797 unencoded payloads) and the key-carrying headers jwk, jku, x5u and
+// x5c at once: the verifying key always comes from our side.
+func parseHeader(b []byte) (joseHeader, error) {
+	var h joseHeader
+	if !utf8.Valid(b) {
+		return h, errors.New("header is not UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return h, errors.New("header is not a JSON object")
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return h, errors.New("header is not a JSON object")
+		}
+		name, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return h, errors.New("header is not a JSON object")
+		}
+		if seen[name] {
+			return h, fmt.Errorf("header parameter %.32q given twice", name)
+		}
+		seen[name] = true
+		var dst *string
+		switch name {
+		case "alg":
+			dst = &h.alg
+		case "typ":
+			dst = &h.typ
+		case "kid":
+			dst, h.hasKid = &h.kid, true
+		default:
+			return h, fmt.Errorf("header parameter %.32q is not allowed", name)
+		}
+		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
+			return h, fmt.Errorf("header parameter %s is not a string", name)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return h, errors.New("header is not a JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return h, errors.New("header has data after the JSON object")
+	}
+	return h, nil
+}
