@@ -61,3 +61,9 @@ func (l *Log) decodeCursor(c string) (uint64, error) {
 	}
 	return seq, nil
 }
+
+// ParseCursor returns the seq that a cursor minted by this log (see
+// CursorAfter) continues after, or an error matching ErrBadCursor. Other
+// packages that page record entries by seq (an intent's events) use it so
+// that every cursor on the wire has one format.
+func (l *Log) ParseCursor(c string) (uint64, error) { return l.decodeCursor(c) }

@@ -1,0 +1,204 @@
+package pay
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/countersign/countersign/gate"
+)
+
+// Status is the state of an intent.
+//
+//	pending_approval ──approve──▶ settling ──▶ settled ──refund──▶ partially_refunded ──▶ refunded
+//	        │                        │
+//	        └──window passed──▶ expired   └──declined──▶ failed
+//	denied (terminal, decided by the gate)
+type Status string
+
+// Intent states (DESIGN §4).
+const (
+	StatusPendingApproval   Status = "pending_approval"
+	StatusSettling          Status = "settling"
+	StatusSettled           Status = "settled"
+	StatusPartiallyRefunded Status = "partially_refunded"
+	StatusRefunded          Status = "refunded"
+	StatusDenied            Status = "denied"
+	StatusFailed            Status = "failed"
+	StatusExpired           Status = "expired"
+)
+
+// Outcome is what a payment request came to, as the HTTP layer renders it:
+// settled → 200 Receipt, held → 202, denied → 403 problem, failed → 402
+// problem.
+type Outcome string
+
+// Outcomes of Pay.
+const (
+	OutcomeSettled Outcome = "settled"
+	OutcomeHeld    Outcome = "held"
+	OutcomeDenied  Outcome = "denied"
+	OutcomeFailed  Outcome = "failed"
+)
+
+// Route names an idempotency namespace: keys used on /pay and /buy never
+// collide.
+type Route string
+
+// Routes.
+const (
+	RoutePay Route = "pay"
+	RouteBuy Route = "buy"
+)
+
+// Receipt is the record of a settlement, bound to the signed record by
+// AuditSeq and AuditHash (the payment.settled entry).
+type Receipt struct {
+	ID             string    `json:"id"`
+	IntentID       string    `json:"intentId"`
+	IdempotencyKey string    `json:"idempotencyKey"`
+	Payee          string    `json:"payee"`
+	Amount         Amount    `json:"amount"`
+	Rail           string    `json:"rail"`
+	Reference      string    `json:"reference"`
+	Terms          Terms     `json:"terms"`
+	SettledAt      time.Time `json:"settledAt"`
+	AuditSeq       uint64    `json:"auditSeq"`
+	AuditHash      string    `json:"auditHash"`
+}
+
+// Links point at the intent's resources.
+type Links struct {
+	Self   string `json:"self"`
+	Events string `json:"events"`
+}
+
+// Held is the 202 answer: the payment waits for a person. Challenge is
+// shown here once and stored only as a hash; the operator's approval must
+// present it.
+type Held struct {
+	IntentID          string        `json:"intentId"`
+	Status            Status        `json:"status"`
+	Decision          gate.Decision `json:"decision"`
+	Challenge         string        `json:"challenge"`
+	MandateID         string        `json:"mandateId"`
+	ApprovalsRequired int           `json:"approvalsRequired"`
+	ApprovalsReceived int           `json:"approvalsReceived"`
+	ExpiresAt         time.Time     `json:"expiresAt"`
+	Links             Links         `json:"links"`
+}
+
+// Denial is what the 403 intent.denied problem carries.
+type Denial struct {
+	IntentID  string        `json:"intentId"`
+	MandateID string        `json:"mandateId"`
+	Reasons   []gate.Reason `json:"reasons"`
+	AuditSeq  uint64        `json:"auditSeq"`
+}
+
+// Failure is what the 402 payment.declined problem carries: the rail
+// refused and no money moved.
+type Failure struct {
+	IntentID    string `json:"intentId"`
+	Rail        string `json:"rail"`
+	DeclineCode string `json:"declineCode"`
+	Message     string `json:"message"`
+	AuditSeq    uint64 `json:"auditSeq"`
+}
+
+// Result is the outcome of a payment request. Exactly one of Receipt,
+// Held, Denial and Failure is set, matching Outcome. A replay returns the
+// stored Result of the first request with Replayed set; RequestID is then
+// the first request's id, so a rendering of a replay is byte-identical to
+// the original.
+type Result struct {
+	Outcome   Outcome  `json:"outcome"`
+	IntentID  string   `json:"intentId"`
+	RequestID string   `json:"requestId"`
+	Receipt   *Receipt `json:"receipt,omitempty"`
+	Held      *Held    `json:"held,omitempty"`
+	Denial    *Denial  `json:"denial,omitempty"`
+	Failure   *Failure `json:"failure,omitempty"`
+	Replayed  bool     `json:"-"`
+}
+
+// Approval is the pending-approval material of a held intent.
+type Approval struct {
+	ChallengeHash string          `json:"challengeHash"` // hex SHA-256 of the challenge bytes
+	Required      int             `json:"required"`
+	Received      []ApprovalGrant `json:"received"`
+	ExpiresAt     time.Time       `json:"expiresAt"`
+	// Acknowledge is true when the approval must carry acknowledged:true
+	// (irreversible or above a confirm threshold).
+	Acknowledge bool `json:"acknowledge"`
+}
+
+// ApprovalGrant is one operator's approval.
+type ApprovalGrant struct {
+	Operator string    `json:"operator"`
+	At       time.Time `json:"at"`
+}
+
+// Refund is one refund of a settled intent.
+type Refund struct {
+	ID        string    `json:"id"`
+	Minor     int64     `json:"minor"`
+	Reference string    `json:"reference"`
+	At        time.Time `json:"at"`
+	Operator  string    `json:"operator"`
+}
+
+// Intent is one payment, as stored and as served by GET /intents/{id}.
+type Intent struct {
+	ID             string        `json:"id"`
+	Status         Status        `json:"status"`
+	Route          Route         `json:"route"`
+	AgentKeyID     string        `json:"agentKeyId"`
+	Agent          string        `json:"agent"`
+	IdempotencyKey string        `json:"idempotencyKey"`
+	Payee          string        `json:"payee"`
+	Amount         Amount        `json:"amount"`
+	Purpose        string        `json:"purpose"`
+	Terms          Terms         `json:"terms"`
+	MandateID      string        `json:"mandateId"`
+	Decision       gate.Decision `json:"decision"`
+	Receipt        *Receipt      `json:"receipt,omitempty"`
+	Approval       *Approval     `json:"approval,omitempty"`
+	Failure        *Failure      `json:"failure,omitempty"`
+	RefundedMinor  int64         `json:"refundedMinor"`
+	Refunds        []Refund      `json:"refunds"`
+	// Reservation is the amount counted against the mandate's period cap
+	// while the intent is held or settling, and the key of that counter.
+	ReservedMinor int64     `json:"reservedMinor"`
+	PeriodKey     string    `json:"periodKey,omitempty"`
+	RequestID     string    `json:"requestId,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
+	UpdatedAt     time.Time `json:"updatedAt"`
+	Links         Links     `json:"links"`
+}
+
+// Store key layout of package pay (DESIGN §1: pay owns pay/).
+const (
+	keyIntent       = "pay/intent/"        // + intent id → Intent JSON
+	keyIntentEvents = "pay/intent-events/" // + intent id + "/" + seq BE8 → empty
+	keySettling     = "pay/settling/"      // + intent id → empty: intents the reconciler must finish
+	keyHeld         = "pay/held/"          // + intent id → empty: intents waiting for approval
+	keyIdem         = "pay/idem/"          // + route + "/" + agent key id + "/" + key → idemRecord
+	keyIdemExpiry   = "pay/idem-exp/"      // + expiry BE8 (unix ns) + route/akid/key → empty
+	keyPeriod       = "pay/period/"        // + mandate id + "/" + window start (unix s) → int64 decimal
+	keyVelocity     = "pay/velocity/"      // + mandate id + "/" + unix ns BE8 + intent id → empty
+	keyDenials      = "pay/denials/"       // + mandate id → consecutive denials, decimal
+	keyRevoked      = "pay/revoked/"       // + mandate id → revocation JSON
+	keyControl      = "pay/control"        // kill switch and breaker state JSON
+)
+
+func be8(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+func intentKey(id string) []byte { return []byte(keyIntent + id) }
+
+func intentEventKey(id string, seq uint64) []byte {
+	return append([]byte(keyIntentEvents+id+"/"), be8(seq)...)
+}

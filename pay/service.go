@@ -1,0 +1,563 @@
+package pay
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/store"
+)
+
+// Errors of Pay that are not outcomes. Check with errors.Is; each carries a
+// stable code through its Code method.
+var (
+	// ErrFrozen: the kill switch is engaged; nothing settles. Nothing is
+	// stored under the idempotency key, so the same request can be sent
+	// again after the operator releases the switch.
+	ErrFrozen = errcode.New("settlement.frozen", "pay: settlement is frozen by the operator's kill switch")
+	// ErrRailUnavailable: the rail did not give a definite answer. The
+	// intent stays settling; sending the same request again (same
+	// idempotency key) finishes it, and so does the reconciler.
+	ErrRailUnavailable = errcode.New("rail.unavailable", "pay: the rail did not answer definitely; the payment is still settling")
+	// ErrIdempotencyConflict: the key was used with a different instruction.
+	ErrIdempotencyConflict = errcode.New("idempotency.conflict", "pay: idempotency key already used for a different instruction")
+	// ErrInFlight: the first request with this key is still being processed.
+	ErrInFlight = errcode.New("idempotency.in_flight", "pay: a request with this idempotency key is still in flight")
+	// ErrKeyMismatch: the Idempotency-Key header differs from the
+	// instruction's idempotencyKey.
+	ErrKeyMismatch = errcode.New("idempotency.key_mismatch", "pay: Idempotency-Key header does not match the instruction's idempotencyKey")
+	// ErrIntentNotFound: no intent with that id for this agent key.
+	ErrIntentNotFound = errcode.New("intent.not_found", "pay: no such intent")
+)
+
+// Caller is the authenticated agent key a request came with.
+type Caller struct {
+	// KeyID is the agent key id ("ak_...").
+	KeyID string
+	// Agents are the agent ids the key may act for.
+	Agents []string
+	// Credential is how the key was presented ("api-key" or "dpop"); the
+	// gate checks it against the instruction's terms. Empty skips that
+	// check (in-process callers with no credential at all).
+	Credential gate.Credential
+}
+
+func (c Caller) mayActFor(agent string) bool {
+	for _, a := range c.Agents {
+		if a == agent {
+			return true
+		}
+	}
+	return false
+}
+
+// Options configure a Service. Store, Log, Rails and Mandates are required.
+type Options struct {
+	Store    store.Store
+	Log      *audit.Log
+	Rails    *settle.Registry
+	Mandates *MandateVerifier
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives the service's own faults. Default slog.Default().
+	Logger *slog.Logger
+	// Rand is the source of approval challenges. Default crypto/rand.
+	Rand io.Reader
+	// DenyPayees and DenyAgents are refused whatever a mandate says.
+	DenyPayees, DenyAgents []string
+	// BreakerAfter trips the circuit breaker after this many consecutive
+	// settlement failures, or consecutive denials of one mandate.
+	// Default gate.DefaultBreakerAfter (5).
+	BreakerAfter int64
+	// ApprovalWindow is how long a held payment waits for approval.
+	// Default 24 h.
+	ApprovalWindow time.Duration
+	// IdempotencyRetention is how long an outcome is kept for replay.
+	// Default 7 days.
+	IdempotencyRetention time.Duration
+	// RailTimeout bounds one rail call. Default 30 s.
+	RailTimeout time.Duration
+	// BaseURL prefixes the links of intents ("" gives relative links).
+	BaseURL string
+}
+
+// Service runs payments: it verifies instructions, asks the gate, records
+// every decision and state change in the same transaction that makes it,
+// and settles through the rails with a crash-safe two-phase protocol.
+//
+// # Settlement is two-phase
+//
+// Transaction 1 records the decision, reserves the amount against the
+// mandate's period cap and moves the intent to settling. Then the rail is
+// called with the intent id as its idempotency key. Transaction 2 records
+// the outcome: settled with a Receipt, or failed (the reservation is
+// released). A rail answer of unknown outcome never becomes failed: the
+// intent stays settling until a Lookup (by a retry with the same
+// idempotency key, or by [Service.Reconcile] at start-up) says what
+// happened. On any doubt, no money moves and nothing is reported settled.
+//
+// It is safe for concurrent use.
+type Service struct {
+	st       store.Store
+	log      *audit.Log
+	rails    *settle.Registry
+	mandates *MandateVerifier
+	now      func() time.Time
+	logger   *slog.Logger
+	rand     io.Reader
+	policy   gate.Policy
+	window   time.Duration
+	retain   time.Duration
+	railTO   time.Duration
+	baseURL  string
+
+	mu      sync.Mutex          // guards running
+	running map[string]struct{} // intents this process is settling right now
+}
+
+// New returns a Service. Call [Service.Reconcile] once after New (the
+// reference server does) to finish payments a crash left settling.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil || opts.Log == nil || opts.Rails == nil || opts.Mandates == nil {
+		return nil, errors.New("pay: Options.Store, Log, Rails and Mandates are required")
+	}
+	o := opts
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
+	}
+	if o.BreakerAfter == 0 {
+		o.BreakerAfter = gate.DefaultBreakerAfter
+	}
+	if o.ApprovalWindow <= 0 {
+		o.ApprovalWindow = 24 * time.Hour
+	}
+	if o.IdempotencyRetention <= 0 {
+		o.IdempotencyRetention = 7 * 24 * time.Hour
+	}
+	if o.RailTimeout <= 0 {
+		o.RailTimeout = 30 * time.Second
+	}
+	policy := gate.Policy{
+		Rails:        map[string]gate.RailFacts{},
+		DenyPayees:   append([]string(nil), o.DenyPayees...),
+		DenyAgents:   append([]string(nil), o.DenyAgents...),
+		BreakerAfter: o.BreakerAfter,
+	}
+	for _, name := range o.Rails.Names() {
+		r, err := o.Rails.Get(name)
+		if err != nil {
+			return nil, err
+		}
+		f := r.Facts()
+		policy.Rails[name] = gate.RailFacts{
+			Reversibility: gate.Reversibility(f.Reversibility),
+			Finality:      gate.Finality(f.Finality),
+		}
+	}
+	return &Service{
+		st: o.Store, log: o.Log, rails: o.Rails, mandates: o.Mandates,
+		now: o.Now, logger: o.Logger, rand: o.Rand, policy: policy,
+		window: o.ApprovalWindow, retain: o.IdempotencyRetention, railTO: o.RailTimeout,
+		baseURL: o.BaseURL, running: map[string]struct{}{},
+	}, nil
+}
+
+// Pay decodes and runs one payment instruction (the body of POST /pay).
+// headerKey is the Idempotency-Key header ("" when absent); requestID is
+// written into every entry the request appends.
+//
+// Outcomes (settled, held, denied, failed) are returned as a Result.
+// Refusals before a decision — a malformed instruction (*MalformedError),
+// an envelope that does not authorise it (*UnauthorizedError) — and the
+// transient errors ErrFrozen and ErrRailUnavailable are recorded in the
+// record and returned as errors. ErrIdempotencyConflict, ErrInFlight and
+// ErrKeyMismatch are returned without a record entry.
+func (s *Service) Pay(ctx context.Context, c Caller, body []byte, headerKey, requestID string) (*Result, error) {
+	in, err := DecodeInstruction(body)
+	if err != nil {
+		return nil, s.refuse(ctx, c, RoutePay, nil, "structure", err, requestID)
+	}
+	return s.PayInstruction(ctx, c, in, headerKey, requestID)
+}
+
+// PayInstruction runs an already decoded instruction; embedders that build
+// instructions in Go call it directly. See Pay.
+func (s *Service) PayInstruction(ctx context.Context, c Caller, in *Instruction, headerKey, requestID string) (*Result, error) {
+	return s.Authorize(ctx, RoutePay, c, in, headerKey, requestID)
+}
+
+// Authorize runs an instruction through the gate, the record and
+// settlement under the idempotency namespace of route. It is the one money
+// path: /pay uses it directly and /buy with the cart's priced total.
+func (s *Service) Authorize(ctx context.Context, route Route, c Caller, in *Instruction, headerKey, requestID string) (*Result, error) {
+	if err := in.Check(); err != nil {
+		return nil, s.refuse(ctx, c, route, in, "structure", err, requestID)
+	}
+	if headerKey != "" && headerKey != in.IdempotencyKey {
+		return nil, ErrKeyMismatch
+	}
+	m, err := VerifyEnvelope(in, s.mandates)
+	if err == nil && !c.mayActFor(in.Envelope.Agent) {
+		err = &UnauthorizedError{Reason: ReasonAgentNotPermitted}
+	}
+	if err != nil {
+		return nil, s.refuse(ctx, c, route, in, "envelope", err, requestID)
+	}
+	digest, err := requestDigest(in)
+	if err != nil {
+		return nil, fmt.Errorf("pay: digest: %w", err)
+	}
+	return s.decide(ctx, route, c, in, m, digest, requestID)
+}
+
+// refusal is the data of a gate.decision entry for a request refused
+// before the policy step.
+type refusal struct {
+	Outcome        gate.Outcome `json:"outcome"`
+	Stage          string       `json:"stage"`
+	Code           string       `json:"code"`
+	Reason         string       `json:"reason"`
+	Fields         []FieldError `json:"fields,omitempty"`
+	Route          Route        `json:"route"`
+	AgentKeyID     string       `json:"agentKeyId"`
+	IdempotencyKey string       `json:"idempotencyKey,omitempty"`
+	MandateID      string       `json:"mandateId,omitempty"`
+}
+
+// refuse records a refusal and returns cause (or the recording failure).
+// The record holds the stable reason, never the raw body.
+func (s *Service) refuse(ctx context.Context, c Caller, route Route, in *Instruction, stage string, cause error, requestID string) error {
+	r := refusal{Outcome: gate.Deny, Stage: stage, Route: route, AgentKeyID: c.KeyID}
+	var me *MalformedError
+	var ue *UnauthorizedError
+	switch {
+	case errors.As(cause, &me):
+		r.Code, r.Reason, r.Fields = CodeMalformed, "malformed", me.Fields
+	case errors.As(cause, &ue):
+		r.Code, r.Reason = CodeUnauthorized, string(ue.Reason)
+	case errors.Is(cause, ErrFrozen):
+		r.Code, r.Reason = ErrFrozen.Code(), "kill_switch_engaged"
+	default:
+		r.Code, r.Reason = CodeMalformed, "malformed"
+	}
+	if in != nil && len(in.IdempotencyKey) <= MaxIdempotencyKeyLen {
+		r.IdempotencyKey = in.IdempotencyKey
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	err = s.log.Update(context.WithoutCancel(ctx), func(txn store.Txn) error {
+		_, err := s.log.Append(txn, audit.Record{
+			Type: "gate.decision", Actor: agentActor(c), RequestID: requestID, Data: data,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pay: recording refusal: %w", err)
+	}
+	return cause
+}
+
+func agentActor(c Caller) audit.Actor { return audit.Actor{Kind: "agent", ID: c.KeyID} }
+
+// decisionData is the data of a gate.decision entry at the policy stage.
+type decisionData struct {
+	gate.Decision
+	Stage          string `json:"stage"`
+	Route          Route  `json:"route"`
+	AgentKeyID     string `json:"agentKeyId"`
+	Agent          string `json:"agent"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	Payee          string `json:"payee"`
+	Amount         Amount `json:"amount"`
+	Rail           string `json:"rail"`
+}
+
+// decide is transaction 1.
+func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruction, m *Mandate, digest, requestID string) (*Result, error) {
+	var (
+		res      *Result
+		resume   string
+		deferred error
+		toSettle *Intent
+	)
+	challenge := make([]byte, 32)
+	if _, err := io.ReadFull(s.rand, challenge); err != nil {
+		return nil, fmt.Errorf("pay: challenge: %w", err)
+	}
+	err := s.log.Update(ctx, func(txn store.Txn) error {
+		res, resume, deferred, toSettle = nil, "", nil, nil
+		rec, err := getIdem(txn, route, c.KeyID, in.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			switch {
+			case rec.Digest != digest:
+				return ErrIdempotencyConflict
+			case rec.State == idemFinal:
+				r := *rec.Result
+				r.Replayed = true
+				res = &r
+				return nil
+			case s.isRunning(rec.IntentID):
+				return ErrInFlight
+			default:
+				resume = rec.IntentID
+				return nil
+			}
+		}
+		now := s.now().UTC()
+		ctl, err := getControl(txn)
+		if err != nil {
+			return err
+		}
+		if ctl.KillSwitchEngaged {
+			deferred = ErrFrozen
+			return s.appendRefusal(txn, c, route, in, "frozen", ErrFrozen.Code(), "kill_switch_engaged", m.ID, requestID)
+		}
+		if revoked, err := isRevoked(txn, m.ID); err != nil {
+			return err
+		} else if revoked {
+			deferred = &UnauthorizedError{Reason: ReasonMandateRevoked}
+			return s.appendRefusal(txn, c, route, in, "envelope", CodeUnauthorized, string(ReasonMandateRevoked), m.ID, requestID)
+		}
+
+		input := in.GateInput(m)
+		input.Credential = c.Credential
+		input.Policy = s.policy
+		input.BreakerOpen = ctl.CircuitBreakerOpen
+		start, _ := gate.PeriodWindow(m.Claims.Period, now)
+		periodKey := keyPeriod + m.ID + "/" + strconv.FormatInt(start.Unix(), 10)
+		if input.Counters.PeriodMinor, err = getInt(txn, []byte(periodKey)); err != nil {
+			return err
+		}
+		if input.Counters.VelocityCount, err = s.velocityCount(txn, m, now); err != nil {
+			return err
+		}
+		if input.Counters.ConsecutiveDenials, err = getInt(txn, []byte(keyDenials+m.ID)); err != nil {
+			return err
+		}
+		d := gate.Decide(input)
+
+		id := ids.New(ids.Intent)
+		intent := &Intent{
+			ID: id, Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
+			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount,
+			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, Decision: d,
+			Refunds: []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
+		}
+		data, err := json.Marshal(decisionData{
+			Decision: d, Stage: "policy", Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
+			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Rail: in.Terms.Rail,
+		})
+		if err != nil {
+			return err
+		}
+		entry, err := s.append(txn, audit.Record{
+			Type: "gate.decision", IntentID: id, Actor: agentActor(c), RequestID: requestID, Data: data,
+		})
+		if err != nil {
+			return err
+		}
+		idem := &idemRecord{Digest: digest, State: idemFinal, IntentID: id, CreatedAt: now, ExpiresAt: now.Add(s.retain)}
+		switch d.Outcome {
+		case gate.Deny:
+			intent.Status = StatusDenied
+			if err := putInt(txn, []byte(keyDenials+m.ID), input.Counters.ConsecutiveDenials+1); err != nil {
+				return err
+			}
+			if d.TripBreaker {
+				if err := s.tripBreaker(txn, &ctl, "consecutive_denials:"+m.ID, requestID); err != nil {
+					return err
+				}
+			}
+			idem.Result = &Result{Outcome: OutcomeDenied, IntentID: id, RequestID: requestID, Denial: &Denial{
+				IntentID: id, MandateID: m.ID, Reasons: d.Reasons, AuditSeq: entry.Seq,
+			}}
+		case gate.Confirm, gate.Allow:
+			if err := txn.Delete([]byte(keyDenials + m.ID)); err != nil {
+				return err
+			}
+			intent.ReservedMinor, intent.PeriodKey = in.Amount.Minor, periodKey
+			if err := putInt(txn, []byte(periodKey), input.Counters.PeriodMinor+in.Amount.Minor); err != nil {
+				return err
+			}
+			if !m.Claims.Velocity.IsZero() {
+				vk := append([]byte(keyVelocity+m.ID+"/"), be8(uint64(now.UnixNano()))...)
+				if err := txn.Set(append(vk, id...), nil); err != nil {
+					return err
+				}
+			}
+			if d.Outcome == gate.Confirm {
+				sum := sha256.Sum256(challenge)
+				intent.Status = StatusPendingApproval
+				intent.Approval = &Approval{
+					ChallengeHash: hex.EncodeToString(sum[:]),
+					Required:      max(1, m.Claims.Approvals),
+					Received:      []ApprovalGrant{},
+					ExpiresAt:     now.Add(s.window),
+					Acknowledge:   d.Has(gate.CodeIrreversibleThreshold) || d.Has(gate.CodeConfirmThreshold),
+				}
+				if err := txn.Set([]byte(keyHeld+id), nil); err != nil {
+					return err
+				}
+				idem.Result = &Result{Outcome: OutcomeHeld, IntentID: id, RequestID: requestID, Held: &Held{
+					IntentID: id, Status: StatusPendingApproval, Decision: d,
+					Challenge: base64.RawURLEncoding.EncodeToString(challenge), MandateID: m.ID,
+					ApprovalsRequired: intent.Approval.Required, ApprovalsReceived: 0,
+					ExpiresAt: intent.Approval.ExpiresAt, Links: s.links(id),
+				}}
+			} else {
+				intent.Status = StatusSettling
+				if err := txn.Set([]byte(keySettling+id), nil); err != nil {
+					return err
+				}
+				idem.State, idem.Result = idemInFlight, nil
+				toSettle = intent
+			}
+		}
+		if err := putIdem(txn, route, c.KeyID, in.IdempotencyKey, idem); err != nil {
+			return err
+		}
+		if toSettle == nil {
+			res = idem.Result
+		}
+		return putIntent(txn, intent)
+	})
+	switch {
+	case err != nil:
+		if errors.Is(err, ErrIdempotencyConflict) || errors.Is(err, ErrInFlight) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("pay: decide: %w", err)
+	case deferred != nil:
+		return nil, deferred
+	case res != nil:
+		return res, nil
+	case resume != "":
+		return s.resume(ctx, resume, requestID)
+	default:
+		return s.settle(ctx, toSettle, requestID)
+	}
+}
+
+func (s *Service) appendRefusal(txn store.Txn, c Caller, route Route, in *Instruction, stage, code, reason, mandateID, requestID string) error {
+	data, err := json.Marshal(refusal{
+		Outcome: gate.Deny, Stage: stage, Code: code, Reason: reason, Route: route,
+		AgentKeyID: c.KeyID, IdempotencyKey: in.IdempotencyKey, MandateID: mandateID,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.log.Append(txn, audit.Record{Type: "gate.decision", Actor: agentActor(c), RequestID: requestID, Data: data})
+	return err
+}
+
+// velocityCount counts the mandate's allowed or held payments in the
+// rolling window, reading at most Count+1 index entries.
+func (s *Service) velocityCount(txn store.Txn, m *Mandate, now time.Time) (int64, error) {
+	v := m.Claims.Velocity
+	if v.IsZero() {
+		return 0, nil
+	}
+	from, _ := gate.VelocityWindow(v, now)
+	prefix := keyVelocity + m.ID + "/"
+	lower := append([]byte(prefix), be8(uint64(from.UnixNano()))...)
+	it := txn.Iterate(lower, store.PrefixEnd([]byte(prefix)), false)
+	var n int64
+	for it.Next() && n <= v.Count {
+		n++
+	}
+	return n, it.Close()
+}
+
+// append appends an entry and, when it names an intent, indexes it under
+// the intent so GET /intents/{id}/events can page it.
+func (s *Service) append(txn store.Txn, r audit.Record) (audit.Entry, error) {
+	e, err := s.log.Append(txn, r)
+	if err != nil {
+		return e, err
+	}
+	if r.IntentID != "" {
+		if err := txn.Set(intentEventKey(r.IntentID, e.Seq), nil); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+func putIntent(txn store.Txn, in *Intent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return txn.Set(intentKey(in.ID), b)
+}
+
+func getIntent(r store.Reader, id string) (*Intent, error) {
+	b, err := r.Get(intentKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrIntentNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	var in Intent
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("pay: intent %s: %w", id, err)
+	}
+	return &in, nil
+}
+
+func (s *Service) links(id string) Links {
+	return Links{Self: s.baseURL + "/intents/" + id, Events: s.baseURL + "/intents/" + id + "/events"}
+}
+
+// isRunning, claim and release track the intents this process is talking
+// to a rail about, so a concurrent retry answers ErrInFlight instead of
+// calling the rail twice at once.
+func (s *Service) isRunning(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.running[id]
+	return ok
+}
+
+func (s *Service) claim(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.running[id]; ok {
+		return false
+	}
+	s.running[id] = struct{}{}
+	return true
+}
+
+func (s *Service) release(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.running, id)
+}

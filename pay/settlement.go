@@ -1,0 +1,436 @@
+package pay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/store"
+)
+
+var systemActor = audit.Actor{Kind: "system", ID: "settlement"}
+
+// settle calls the rail for an intent transaction 1 left settling and
+// records the outcome (transaction 2).
+func (s *Service) settle(ctx context.Context, in *Intent, requestID string) (*Result, error) {
+	if !s.claim(in.ID) {
+		return nil, ErrInFlight
+	}
+	defer s.release(in.ID)
+	rail, err := s.rails.Get(in.Terms.Rail)
+	if err != nil {
+		// The gate admits only registered rails; a rail that vanished
+		// since is a configuration fault. Nothing was sent: fail closed.
+		return s.finish(ctx, in, settle.Settlement{}, err, requestID)
+	}
+	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
+		return rail.Settle(ctx, settleRequest(in))
+	})
+	return s.finish(ctx, in, st, err, requestID)
+}
+
+func settleRequest(in *Intent) settle.SettleRequest {
+	return settle.SettleRequest{
+		Key: in.ID, Payee: in.Payee, Amount: in.Amount.Minor, Currency: in.Amount.Currency,
+		Metadata: map[string]string{"idempotencyKey": in.IdempotencyKey},
+	}
+}
+
+// callRail runs one rail call that the client's disconnect cannot cut
+// short: once a payment is on its way, we want its answer.
+func (s *Service) callRail(ctx context.Context, call func(context.Context) (settle.Settlement, error)) (settle.Settlement, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.railTO)
+	defer cancel()
+	return call(rctx)
+}
+
+// resume finishes an intent that was left settling: it asks the rail what
+// happened and, if the rail never saw the payment, sends it again under the
+// same key (the decision to pay was already made and recorded), unless the
+// kill switch is engaged now.
+func (s *Service) resume(ctx context.Context, id, requestID string) (*Result, error) {
+	if !s.claim(id) {
+		return nil, ErrInFlight
+	}
+	defer s.release(id)
+	var in *Intent
+	var ctl Control
+	err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		if in, err = getIntent(r, id); err != nil {
+			return err
+		}
+		ctl, err = getControl(r)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pay: resume %s: %w", id, err)
+	}
+	if in.Status != StatusSettling {
+		return s.storedResult(ctx, in)
+	}
+	rail, err := s.rails.Get(in.Terms.Rail)
+	if err != nil {
+		return nil, fmt.Errorf("%w: intent %s: rail %q is not registered", ErrRailUnavailable, id, in.Terms.Rail)
+	}
+	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
+		return rail.Lookup(ctx, id)
+	})
+	if errors.Is(err, settle.ErrUnknownKey) {
+		if ctl.KillSwitchEngaged {
+			return nil, ErrFrozen
+		}
+		st, err = s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
+			return rail.Settle(ctx, settleRequest(in))
+		})
+	}
+	return s.finish(ctx, in, st, err, requestID)
+}
+
+// storedResult answers for an intent that is no longer settling with the
+// outcome stored under its idempotency key.
+func (s *Service) storedResult(ctx context.Context, in *Intent) (*Result, error) {
+	var rec *idemRecord
+	err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		rec, err = getIdem(r, in.Route, in.AgentKeyID, in.IdempotencyKey)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.Result == nil {
+		return nil, fmt.Errorf("pay: intent %s is %s but has no stored outcome", in.ID, in.Status)
+	}
+	r := *rec.Result
+	r.Replayed = true
+	return &r, nil
+}
+
+// finish is transaction 2: it turns a rail answer into the intent's
+// outcome. Only a settled/pending answer settles and only a decline fails;
+// every other answer leaves the intent settling (ErrRailUnavailable).
+func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, callErr error, requestID string) (*Result, error) {
+	// The money may have moved: the bookkeeping must not be cancelled by
+	// the client going away.
+	ctx = context.WithoutCancel(ctx)
+	var res *Result
+	var declined *settle.DeclineError
+	switch {
+	case callErr == nil && (st.Status == settle.StatusSettled || st.Status == settle.StatusPending):
+		err := s.log.Update(ctx, func(txn store.Txn) error {
+			res = nil
+			cur, err := getIntent(txn, in.ID)
+			if err != nil {
+				return err
+			}
+			if cur.Status != StatusSettling {
+				return nil // someone else finished it; answer from storage below
+			}
+			return s.recordSettled(txn, cur, st, requestID, &res)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pay: recording settlement of %s: %w", in.ID, err)
+		}
+		if res == nil {
+			return s.storedResult(ctx, in)
+		}
+		return res, nil
+	case errors.As(callErr, &declined), errors.Is(callErr, settle.ErrInvalidRequest), errors.Is(callErr, settle.ErrUnknownRail),
+		callErr == nil && st.Status == settle.StatusDeclined:
+		code, msg := "declined", "the rail declined the payment"
+		switch {
+		case declined != nil:
+			code, msg = declined.Code, declined.Message
+		case callErr != nil:
+			code, msg = "rail_refused", "the rail refused the request"
+		case st.DeclineCode != "":
+			code = st.DeclineCode
+		}
+		err := s.log.Update(ctx, func(txn store.Txn) error {
+			res = nil
+			cur, err := getIntent(txn, in.ID)
+			if err != nil {
+				return err
+			}
+			if cur.Status != StatusSettling {
+				return nil
+			}
+			return s.recordFailed(txn, cur, code, msg, requestID, &res)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pay: recording decline of %s: %w", in.ID, err)
+		}
+		if res == nil {
+			return s.storedResult(ctx, in)
+		}
+		return res, nil
+	default:
+		// Unknown outcome or rail unavailable: stays settling.
+		s.logger.WarnContext(ctx, "rail answer not definite; intent stays settling",
+			slog.String("intentId", in.ID), slog.String("rail", in.Terms.Rail), slog.Any("error", callErr))
+		if err := s.countFailure(ctx, "rail_unavailable:"+in.Terms.Rail, requestID); err != nil {
+			s.logger.ErrorContext(ctx, "counting a settlement failure", slog.Any("error", err))
+		}
+		return nil, fmt.Errorf("%w (intent %s)", ErrRailUnavailable, in.ID)
+	}
+}
+
+// settledData is the data of a payment.settled entry: the receipt without
+// the fields that point at the entry itself.
+type settledData struct {
+	Receipt
+	AuditSeq  uint64 `json:"auditSeq,omitempty"`
+	AuditHash string `json:"auditHash,omitempty"`
+}
+
+func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement, requestID string, res **Result) error {
+	now := s.now().UTC()
+	at := st.SettledAt
+	if at.IsZero() {
+		at = now
+	}
+	rcpt := Receipt{
+		ID: ids.New(ids.Receipt), IntentID: cur.ID, IdempotencyKey: cur.IdempotencyKey,
+		Payee: cur.Payee, Amount: cur.Amount, Rail: cur.Terms.Rail, Reference: st.Reference,
+		Terms: cur.Terms, SettledAt: at.UTC().Truncate(time.Microsecond),
+	}
+	data, err := json.Marshal(settledData{Receipt: rcpt})
+	if err != nil {
+		return err
+	}
+	e, err := s.append(txn, audit.Record{Type: "payment.settled", IntentID: cur.ID, Actor: systemActor, RequestID: requestID, Data: data})
+	if err != nil {
+		return err
+	}
+	rcpt.AuditSeq, rcpt.AuditHash = e.Seq, e.Hash
+	cur.Status, cur.Receipt, cur.ReservedMinor, cur.UpdatedAt = StatusSettled, &rcpt, 0, now
+	if err := putIntent(txn, cur); err != nil {
+		return err
+	}
+	if err := txn.Delete([]byte(keySettling + cur.ID)); err != nil {
+		return err
+	}
+	r := &Result{Outcome: OutcomeSettled, IntentID: cur.ID, RequestID: cur.RequestID, Receipt: &rcpt}
+	if err := s.finalIdem(txn, cur, r); err != nil {
+		return err
+	}
+	ctl, err := getControl(txn)
+	if err != nil {
+		return err
+	}
+	if ctl.ConsecutiveFails != 0 {
+		ctl.ConsecutiveFails = 0
+		if err := putControl(txn, ctl); err != nil {
+			return err
+		}
+	}
+	*res = r
+	return nil
+}
+
+func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID string, res **Result) error {
+	now := s.now().UTC()
+	data, err := json.Marshal(map[string]string{"declineCode": code, "message": msg, "rail": cur.Terms.Rail})
+	if err != nil {
+		return err
+	}
+	e, err := s.append(txn, audit.Record{Type: "payment.failed", IntentID: cur.ID, Actor: systemActor, RequestID: requestID, Data: data})
+	if err != nil {
+		return err
+	}
+	if err := s.releaseReservation(txn, cur); err != nil {
+		return err
+	}
+	f := &Failure{IntentID: cur.ID, Rail: cur.Terms.Rail, DeclineCode: code, Message: msg, AuditSeq: e.Seq}
+	cur.Status, cur.Failure, cur.UpdatedAt = StatusFailed, f, now
+	if err := putIntent(txn, cur); err != nil {
+		return err
+	}
+	if err := txn.Delete([]byte(keySettling + cur.ID)); err != nil {
+		return err
+	}
+	r := &Result{Outcome: OutcomeFailed, IntentID: cur.ID, RequestID: cur.RequestID, Failure: f}
+	if err := s.finalIdem(txn, cur, r); err != nil {
+		return err
+	}
+	if err := s.bumpFailures(txn, "settlement_failures", requestID); err != nil {
+		return err
+	}
+	*res = r
+	return nil
+}
+
+// releaseReservation gives an intent's reserved amount back to its
+// mandate's period cap.
+func (s *Service) releaseReservation(txn store.Txn, cur *Intent) error {
+	if cur.ReservedMinor == 0 || cur.PeriodKey == "" {
+		return nil
+	}
+	total, err := getInt(txn, []byte(cur.PeriodKey))
+	if err != nil {
+		return err
+	}
+	if err := putInt(txn, []byte(cur.PeriodKey), max(0, total-cur.ReservedMinor)); err != nil {
+		return err
+	}
+	cur.ReservedMinor = 0
+	return nil
+}
+
+func (s *Service) finalIdem(txn store.Txn, cur *Intent, r *Result) error {
+	rec, err := getIdem(txn, cur.Route, cur.AgentKeyID, cur.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		// Swept while in flight cannot happen (the sweep keeps in-flight
+		// records); recreate it rather than lose the outcome.
+		now := s.now().UTC()
+		rec = &idemRecord{IntentID: cur.ID, CreatedAt: now, ExpiresAt: now.Add(s.retain)}
+	}
+	rec.State, rec.Result = idemFinal, r
+	return putIdem(txn, cur.Route, cur.AgentKeyID, cur.IdempotencyKey, rec)
+}
+
+// bumpFailures counts one more consecutive settlement failure and trips
+// the breaker at the threshold.
+func (s *Service) bumpFailures(txn store.Txn, reason, requestID string) error {
+	ctl, err := getControl(txn)
+	if err != nil {
+		return err
+	}
+	ctl.ConsecutiveFails++
+	if ctl.ConsecutiveFails >= s.policy.BreakerAfter && s.policy.BreakerAfter > 0 && !ctl.CircuitBreakerOpen {
+		return s.tripBreaker(txn, &ctl, reason, requestID)
+	}
+	return putControl(txn, ctl)
+}
+
+func (s *Service) countFailure(ctx context.Context, reason, requestID string) error {
+	return s.log.Update(ctx, func(txn store.Txn) error { return s.bumpFailures(txn, reason, requestID) })
+}
+
+// ReconcileReport says what Reconcile did.
+type ReconcileReport struct {
+	Settled, Failed, StillSettling int
+}
+
+// Reconcile finishes every intent left settling, by asking its rail what
+// happened (and re-sending a payment the rail never received). The
+// reference server runs it at start-up and periodically. Intents whose
+// rail still gives no definite answer stay settling and are counted.
+func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var pending []string
+	err := s.st.View(ctx, func(r store.Reader) error {
+		it := r.Iterate([]byte(keySettling), []byte(store.PrefixEnd([]byte(keySettling))), false)
+		for it.Next() {
+			pending = append(pending, string(it.Key()[len(keySettling):]))
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return ReconcileReport{}, fmt.Errorf("pay: reconcile: %w", err)
+	}
+	var rep ReconcileReport
+	for _, id := range pending {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		res, err := s.resume(ctx, id, "")
+		switch {
+		case err == nil && res.Outcome == OutcomeSettled:
+			rep.Settled++
+		case err == nil:
+			rep.Failed++
+		default:
+			rep.StillSettling++
+		}
+	}
+	return rep, nil
+}
+
+// Intent returns an intent of the calling agent key. An intent of another
+// key is ErrIntentNotFound, as if it did not exist.
+func (s *Service) Intent(ctx context.Context, c Caller, id string) (*Intent, error) {
+	var in *Intent
+	err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		in, err = getIntent(r, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if in.AgentKeyID != c.KeyID {
+		return nil, ErrIntentNotFound
+	}
+	in.Links = s.links(in.ID)
+	return in, nil
+}
+
+// IntentEvents returns a page of the record entries of one intent of the
+// calling agent key, oldest first. The cursor is an audit cursor
+// (audit.Log.CursorAfter of the last entry's seq).
+func (s *Service) IntentEvents(ctx context.Context, c Caller, id, cursor string, limit int) (audit.Page, error) {
+	if _, err := s.Intent(ctx, c, id); err != nil {
+		return audit.Page{}, err
+	}
+	if limit == 0 {
+		limit = audit.DefaultPageLimit
+	}
+	if limit < 1 || limit > audit.MaxPageLimit {
+		return audit.Page{}, audit.ErrBadLimit
+	}
+	var after uint64
+	if cursor != "" {
+		seq, err := s.log.ParseCursor(cursor)
+		if err != nil {
+			return audit.Page{}, err
+		}
+		after = seq
+	}
+	prefix := []byte(keyIntentEvents + id + "/")
+	var seqs []uint64
+	err := s.st.View(ctx, func(r store.Reader) error {
+		it := r.Iterate(append(append([]byte(nil), prefix...), be8(after+1)...), store.PrefixEnd(prefix), false)
+		for it.Next() && len(seqs) <= limit {
+			k := it.Key()
+			seqs = append(seqs, beUint64(k[len(k)-8:]))
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return audit.Page{}, err
+	}
+	page := audit.Page{Data: []audit.Entry{}}
+	if len(seqs) > limit {
+		seqs, page.HasMore = seqs[:limit], true
+	}
+	for _, seq := range seqs {
+		e, err := s.log.Get(ctx, seq)
+		if err != nil {
+			return audit.Page{}, err
+		}
+		page.Data = append(page.Data, e)
+	}
+	if page.HasMore {
+		next := s.log.CursorAfter(seqs[len(seqs)-1])
+		page.NextCursor = &next
+	}
+	return page, nil
+}
+
+func beUint64(b []byte) uint64 {
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
