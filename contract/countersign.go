@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/pay"
 )
 
 // Version is the version of the contract this package declares, served as
@@ -77,6 +78,45 @@ func Operations() []Operation {
 			Problems:   []string{CodeAuditOutOfRange, CodeUnavailable},
 		},
 		{
+			ID: "pay.create", Method: "POST", Path: "/pay",
+			Summary: "Submit a payment instruction",
+			Description: "Runs a signed payment instruction through the deny-first gate. 200: settled, with the " +
+				"Receipt. 202: accepted and held for an operator's approval, with the approval challenge. 403 " +
+				"intent.denied: refused by the mandate's rules (reasons list every failing rule). 402 " +
+				"payment.declined: the rail declined and no money moved. Every decision is recorded. Idempotency " +
+				"is keyed on the instruction's idempotencyKey per agent key; a replay answers the stored outcome " +
+				"byte for byte with Idempotent-Replayed: true.",
+			Credential: CredentialAgent,
+			Params:     reflect.TypeFor[PayParams](),
+			Body:       reflect.TypeFor[pay.Instruction](),
+			Responses: []Response{
+				JSON(200, "Settled: the Receipt.", reflect.TypeFor[pay.Receipt]()),
+				JSON(202, "Accepted, not settled: held for an operator's approval.", reflect.TypeFor[pay.Held]()),
+			},
+			Problems: []string{CodeIntentMalformed, CodeIntentUnauthorized, CodeIntentDenied, CodePaymentDeclined,
+				CodeSettlementFrozen, CodeRailUnavailable, CodeIdempotencyConflict, CodeIdempotencyInFlight,
+				CodeIdempotencyKeyHeaderMismatch, CodeAuthMissing, CodeAuthInvalid, CodeRequestTooLarge,
+				CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
+			ID: "intents.get", Method: "GET", Path: "/intents/{id}",
+			Summary:     "One payment",
+			Description: "Returns an intent of the calling agent key: status, amounts, the gate's decision, the receipt or the pending approval material, refunds and links. Intents of other keys are not found.",
+			Credential:  CredentialAgent,
+			Params:      reflect.TypeFor[IntentParams](),
+			Responses:   []Response{JSON(200, "The intent.", reflect.TypeFor[pay.Intent]())},
+			Problems:    []string{CodeIntentNotFound, CodeAuthMissing, CodeAuthInvalid, CodeUnavailable},
+		},
+		{
+			ID: "intents.events", Method: "GET", Path: "/intents/{id}/events",
+			Summary:     "Everything that happened to one payment",
+			Description: "Returns a page of the signed record entries of one intent, oldest first: the gate decision, settlement or failure, approvals, refunds.",
+			Credential:  CredentialAgent,
+			Params:      reflect.TypeFor[IntentEventsParams](),
+			Responses:   []Response{JSON(200, "A page of the intent's entries.", reflect.TypeFor[audit.Page]())},
+			Problems:    []string{CodeIntentNotFound, CodeAuditBadCursor, CodeAuthMissing, CodeAuthInvalid, CodeUnavailable},
+		},
+		{
 			ID: "openapi.get", Method: "GET", Path: "/openapi.json",
 			Summary:     "This OpenAPI document",
 			Description: "The live contract, generated from the same model as the routes; the authority on the current operation list.",
@@ -105,6 +145,23 @@ func Operations() []Operation {
 // AuditListParams are the parameters of audit.list.
 type AuditListParams struct {
 	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page. Omit to start at the first entry."`
+	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Entries per page, 1 to 100."`
+}
+
+// PayParams are the parameters of pay.create.
+type PayParams struct {
+	IdempotencyKey string `header:"Idempotency-Key" validate:"omitempty,max=255" doc:"Optional; must equal the instruction's idempotencyKey, which is what idempotency is keyed on."`
+}
+
+// IntentParams are the parameters of intents.get.
+type IntentParams struct {
+	ID string `path:"id" validate:"required,max=64" doc:"The intent id (int_...)."`
+}
+
+// IntentEventsParams are the parameters of intents.events.
+type IntentEventsParams struct {
+	ID     string `path:"id" validate:"required,max=64" doc:"The intent id (int_...)."`
+	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page."`
 	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Entries per page, 1 to 100."`
 }
 

@@ -153,6 +153,9 @@ func ExampleModel_OpenAPI() {
 	// GET /audit/checkpoint audit.checkpoint agent
 	// GET /audit/entries/{seq} audit.entry agent
 	// GET /audit/consistency audit.consistency agent
+	// POST /pay pay.create agent
+	// GET /intents/{id} intents.get agent
+	// GET /intents/{id}/events intents.events agent
 	// GET /openapi.json openapi.get none
 	// GET /healthz health.get none
 	// GET /problems/{code} problems.get none

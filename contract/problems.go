@@ -87,6 +87,8 @@ const (
 	CodeOperatorUnauthorized         = "operator.unauthorized"
 	CodeOperatorRationaleTooShort    = "operator.rationale_too_short"
 	CodeRefundRefused                = "refund.refused"
+	CodePaymentDeclined              = "payment.declined"
+	CodeIntentNotFound               = "intent.not_found"
 	CodeIdempotencyKeyHeaderMismatch = "idempotency.key_mismatch"
 )
 
@@ -227,6 +229,13 @@ func Problems() []ProblemType {
 		{Code: CodeOperatorRationaleTooShort, Status: 400, Title: "Rationale too short", Action: ActionFixRequest,
 			Description: "Every operator action must state why it is taken: the rationale must have at least 10 " +
 				"characters after trimming. It is written into the record with the operator's key id."},
+		{Code: CodePaymentDeclined, Status: 402, Title: "Payment declined", Action: ActionStop,
+			Description: "The rail declined the payment and no money moved; the intent is failed and its " +
+				"reservation released. declineCode says why. A new instruction (new idempotencyKey) may be sent " +
+				"once the cause is fixed; repeating this one answers the same decline."},
+		{Code: CodeIntentNotFound, Status: 404, Title: "No such intent", Action: ActionFixRequest,
+			Description: "No intent with this id exists for the calling agent key. Intents are visible only to the " +
+				"agent key that created them."},
 		{Code: CodeRefundRefused, Status: 409, Title: "Refund refused", Action: ActionStop,
 			Description: "The refund cannot be made: the rail is irreversible, or the amount would take cumulative " +
 				"refunds past the settled amount."},

@@ -20,6 +20,8 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/pay"
 )
 
 const testBase = "https://countersign.example"
@@ -303,3 +305,46 @@ func (s *schemas) check(t testing.TB, sch *jsonschema.Schema, body []byte) {
 		t.Errorf("response does not match its schema: %v\n%s", err, body)
 	}
 }
+
+// allowAll authenticates every request as one agent key.
+type allowAll struct{}
+
+func (allowAll) AuthenticateAgent(*http.Request) (Principal, error) {
+	return Principal{KeyID: "ak_test", Agents: []string{strings.Repeat("ab", 32)}}, nil
+}
+
+// fakePayments answers the payment routes with fixed, well-formed values;
+// an instruction whose idempotencyKey is "held" is held.
+type fakePayments struct{}
+
+func (fakePayments) Pay(_ context.Context, c pay.Caller, body []byte, _, requestID string) (*pay.Result, error) {
+	var in struct{ IdempotencyKey string }
+	_ = json.Unmarshal(body, &in)
+	if in.IdempotencyKey == "held" {
+		return &pay.Result{Outcome: pay.OutcomeHeld, IntentID: "int_1", RequestID: requestID, Held: &pay.Held{
+			IntentID: "int_1", Status: pay.StatusPendingApproval, Challenge: "c", MandateID: "m",
+			Decision:          gate.Decision{Outcome: gate.Confirm, Reasons: []gate.Reason{{Code: gate.CodeConfirmThreshold, Message: "large"}}, MandateID: "m"},
+			ApprovalsRequired: 1, ExpiresAt: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC),
+			Links: pay.Links{Self: "/intents/int_1", Events: "/intents/int_1/events"},
+		}}, nil
+	}
+	return &pay.Result{Outcome: pay.OutcomeSettled, IntentID: "int_1", RequestID: requestID, Receipt: &pay.Receipt{
+		ID: "rcpt_1", IntentID: "int_1", IdempotencyKey: in.IdempotencyKey, Payee: "acct:x",
+		Amount: pay.Amount{Minor: 1, Currency: "USD"}, Rail: "sandbox-card", Reference: "ch_1", Terms: testTerms,
+		SettledAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), AuditSeq: 2, AuditHash: strings.Repeat("0", 64),
+	}}, nil
+}
+
+func (fakePayments) Intent(_ context.Context, c pay.Caller, id string) (*pay.Intent, error) {
+	return &pay.Intent{ID: id, Status: pay.StatusSettled, Route: pay.RoutePay, AgentKeyID: c.KeyID, Agent: c.Agents[0],
+		IdempotencyKey: "k", Payee: "acct:x", Amount: pay.Amount{Minor: 1, Currency: "USD"}, Purpose: "test",
+		Terms: testTerms, MandateID: "m", Refunds: []pay.Refund{},
+		Decision: gate.Decision{Outcome: gate.Allow, Reasons: []gate.Reason{}, MandateID: "m"}}, nil
+}
+
+func (fakePayments) IntentEvents(context.Context, pay.Caller, string, string, int) (audit.Page, error) {
+	return audit.Page{}, nil
+}
+
+var testTerms = pay.Terms{Rail: "sandbox-card", Reversibility: gate.Reversible, Finality: gate.FinalityInstant,
+	Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated}

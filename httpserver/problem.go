@@ -44,6 +44,9 @@ func (s *server) classify(ctx context.Context, err error) classified {
 		derr  *contract.DecodeError
 		coded interface{ Code() string }
 	)
+	if c, ok := payProblemDetail(err); ok {
+		return c
+	}
 	switch {
 	case errors.As(err, &mbe):
 		return classified{code: contract.CodeRequestTooLarge,

@@ -53,6 +53,8 @@ type Principal struct {
 	// Agents are the agent ids (64 lowercase hex Ed25519 public keys) the
 	// credential may act for.
 	Agents []string
+	// DPoP is true when the credential was presented with a DPoP proof.
+	DPoP bool
 }
 
 // Authenticator checks the agent credential of a request. It must return
@@ -106,6 +108,9 @@ type Config struct {
 	// Operators verifies operator signatures. Nil: every operator operation
 	// answers 401 operator.unauthorized.
 	Operators OperatorVerifier
+	// Payments is the money path. Nil: payment operations answer 500
+	// (a server built without it must not pretend to take payments).
+	Payments Payments
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -123,6 +128,7 @@ type server struct {
 	audit     AuditLog
 	auth      Authenticator
 	operators OperatorVerifier
+	payments  Payments
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -148,6 +154,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 	s := &server{
 		model: cfg.Model, log: cfg.Logger, now: cfg.Now, maxBody: cfg.MaxBodyBytes,
 		sandbox: cfg.Sandbox, audit: cfg.Audit, auth: cfg.Authenticator, operators: cfg.Operators,
+		payments: cfg.Payments,
 	}
 	if s.model == nil {
 		s.model = contract.New()
@@ -334,6 +341,7 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 		if raw, err = io.ReadAll(r.Body); err != nil {
 			return fmt.Errorf("httpserver: read body: %w", err)
 		}
+		r.Body = bodyReader(raw)
 	}
 	if op.Credential == contract.CredentialOperator {
 		o, err := s.operators.VerifyOperator(r, op.ID, raw)

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -25,6 +26,7 @@ import (
 // routeCase is a request to a real operation and what must come back.
 type routeCase struct {
 	op, target, accept string
+	method, body       string // default GET, no body
 	status             int
 	media              string
 	check              func(t *testing.T, body []byte)
@@ -40,6 +42,10 @@ func realRouteCases() []routeCase {
 		{op: "audit.entry", target: "/audit/entries/2?treeSize=3", status: 200, media: contract.MediaJSON},
 		{op: "audit.consistency", target: "/audit/consistency?from=1", status: 200, media: contract.MediaJSON},
 		{op: "audit.consistency", target: "/audit/consistency?from=2&to=3", status: 200, media: contract.MediaJSON},
+		{op: "pay.create", method: "POST", target: "/pay", body: `{"idempotencyKey":"k"}`, status: 200, media: contract.MediaJSON},
+		{op: "pay.create", method: "POST", target: "/pay", body: `{"idempotencyKey":"held"}`, status: 202, media: contract.MediaJSON},
+		{op: "intents.get", target: "/intents/int_1", status: 200, media: contract.MediaJSON},
+		{op: "intents.events", target: "/intents/int_1/events?limit=5", status: 200, media: contract.MediaJSON},
 		{op: "openapi.get", target: "/openapi.json", status: 200, media: contract.MediaJSON},
 		{op: "health.get", target: "/healthz", status: 200, media: contract.MediaJSON, check: func(t *testing.T, b []byte) {
 			if string(b) != `{"status":"ok"}`+"\n" {
@@ -69,7 +75,15 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 			if !ok {
 				t.Fatalf("no operation %s", tc.op)
 			}
-			w := ts.do(t, "GET", tc.target, nil, "Accept", tc.accept)
+			method := tc.method
+			if method == "" {
+				method = "GET"
+			}
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			w := ts.do(t, method, tc.target, body, "Accept", tc.accept, "Content-Type", "application/json")
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
 			}
@@ -97,7 +111,7 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 
 func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m})
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}})
 	cases := realRouteCases()
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
@@ -170,7 +184,7 @@ func TestRoutesRealLog(t *testing.T) {
 		}
 	}
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg})
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}})
 	runRouteCases(t, ts, m, realRouteCases())
 
 	// The served entry and proof verify with the record's key alone.

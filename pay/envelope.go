@@ -103,6 +103,11 @@ func (e *UnauthorizedError) Error() string {
 // Code returns "intent.unauthorized".
 func (e *UnauthorizedError) Code() string { return CodeUnauthorized }
 
+// ProblemExtensions adds the stable reason to the HTTP problem.
+func (e *UnauthorizedError) ProblemExtensions() map[string]any {
+	return map[string]any{"reason": string(e.Reason)}
+}
+
 // Unwrap returns [ErrUnauthorized] and the cause, if any.
 func (e *UnauthorizedError) Unwrap() []error {
 	if e.Err == nil {

@@ -329,7 +329,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 				return nil
 			}
 		}
-		now := s.now().UTC()
+		now := s.now().UTC().Truncate(time.Microsecond)
 		ctl, err := getControl(txn)
 		if err != nil {
 			return err

@@ -191,7 +191,7 @@ type settledData struct {
 }
 
 func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement, requestID string, res **Result) error {
-	now := s.now().UTC()
+	now := s.now().UTC().Truncate(time.Microsecond)
 	at := st.SettledAt
 	if at.IsZero() {
 		at = now
@@ -236,7 +236,7 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 }
 
 func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID string, res **Result) error {
-	now := s.now().UTC()
+	now := s.now().UTC().Truncate(time.Microsecond)
 	data, err := json.Marshal(map[string]string{"declineCode": code, "message": msg, "rail": cur.Terms.Rail})
 	if err != nil {
 		return err
@@ -292,7 +292,7 @@ func (s *Service) finalIdem(txn store.Txn, cur *Intent, r *Result) error {
 	if rec == nil {
 		// Swept while in flight cannot happen (the sweep keeps in-flight
 		// records); recreate it rather than lose the outcome.
-		now := s.now().UTC()
+		now := s.now().UTC().Truncate(time.Microsecond)
 		rec = &idemRecord{IntentID: cur.ID, CreatedAt: now, ExpiresAt: now.Add(s.retain)}
 	}
 	rec.State, rec.Result = idemFinal, r

@@ -29,13 +29,13 @@ import (
 
 const auditSynopsis = `audit verify|checkpoint|bench [flags]
 
-  verify      --data DIR | --url URL  [--key record.pub] [--signatures]
+  verify      --data DIR | --url URL [--credential FILE] [--key record.pub] [--signatures]
               Checks the whole record: seq continuity, hash links, entry
               hashes and the Merkle tree against a signed checkpoint; with
               --signatures every entry's Ed25519 signature too.
               --data reads a stopped server's data directory; --url reads
               a running server over HTTP.
-  checkpoint  --data DIR | --url URL
+  checkpoint  --data DIR | --url URL [--credential FILE]
               Prints the latest signed checkpoint (a C2SP signed note).
   bench       --data DIR [--writers 64] [--count N] [--acks]
               Appends synthetic entries with concurrent writers and reports
@@ -65,7 +65,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // source is where an audit command reads the record from.
 type source struct {
-	data, url, key string
+	data, url, key, credential string
 }
 
 func (s *source) register(fs interface {
@@ -74,6 +74,19 @@ func (s *source) register(fs interface {
 	fs.StringVar(&s.data, "data", "", "data `directory` of a stopped server")
 	fs.StringVar(&s.url, "url", "", "base `URL` of a running server")
 	fs.StringVar(&s.key, "key", "", "record verifier key `file` (default <data>/record.pub; required with --url unless ./countersign-data/record.pub exists)")
+	fs.StringVar(&s.credential, "credential", "", "agent credential `file` for --url (the record is read with an agent credential)")
+}
+
+// bearer returns the Authorization header value for --url requests.
+func (s *source) bearer() (string, error) {
+	if s.credential == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(s.credential)
+	if err != nil {
+		return "", fmt.Errorf("--credential: %w", err)
+	}
+	return "Bearer " + strings.TrimSpace(string(b)), nil
 }
 
 func (s *source) check() error {
@@ -160,7 +173,11 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		root = "checked against the stored tree"
 	} else {
-		n, root, err = verifyURL(ctx, src.url, vkey, pub, *sigs, prog.update)
+		authz, err := src.bearer()
+		if err != nil {
+			return err
+		}
+		n, root, err = verifyURL(ctx, src.url, authz, vkey, pub, *sigs, prog.update)
 		prog.done()
 		if err != nil {
 			return err
@@ -181,10 +198,10 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 // from a running server, and checks them client-side: the checkpoint's
 // signature, every entry's hash and link (and signature), and that the
 // Merkle root over the entries equals the signed root.
-func verifyURL(ctx context.Context, base, vkey string, pub ed25519.PublicKey, sigs bool, progress func(done, total uint64)) (uint64, string, error) {
+func verifyURL(ctx context.Context, base, authz, vkey string, pub ed25519.PublicKey, sigs bool, progress func(done, total uint64)) (uint64, string, error) {
 	base = strings.TrimRight(base, "/")
 	var cp audit.Checkpoint
-	if err := getJSON(ctx, base+"/audit/checkpoint", &cp); err != nil {
+	if err := getJSON(ctx, base+"/audit/checkpoint", authz, &cp); err != nil {
 		return 0, "", err
 	}
 	v, err := note.NewVerifier(vkey)
@@ -207,7 +224,7 @@ func verifyURL(ctx context.Context, base, vkey string, pub ed25519.PublicKey, si
 		if cursor != "" {
 			u += "&cursor=" + url.QueryEscape(cursor)
 		}
-		if err := getJSON(ctx, u, &page); err != nil {
+		if err := getJSON(ctx, u, authz, &page); err != nil {
 			return done, "", err
 		}
 		for _, e := range page.Data {
@@ -249,12 +266,15 @@ func parseCheckpointBody(n string) (uint64, string, error) {
 	return size, lines[2], nil
 }
 
-func getJSON(ctx context.Context, u string, v any) error {
+func getJSON(ctx context.Context, u, authz string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
@@ -285,7 +305,11 @@ func cmdAuditCheckpoint(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	var cp audit.Checkpoint
 	if src.url != "" {
-		if err := getJSON(ctx, strings.TrimRight(src.url, "/")+"/audit/checkpoint", &cp); err != nil {
+		authz, err := src.bearer()
+		if err != nil {
+			return err
+		}
+		if err := getJSON(ctx, strings.TrimRight(src.url, "/")+"/audit/checkpoint", authz, &cp); err != nil {
 			return err
 		}
 	} else {

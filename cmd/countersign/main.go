@@ -26,6 +26,7 @@ Commands:
   serve              run the reference server (sandbox mode by default)
   keygen             generate a key file (record, operator or agent key)
   agents create      issue an agent credential in a data directory
+  pay                sign a payment instruction with an agent key and send it
   audit verify       verify the signed record, from a data directory or a server URL
   audit checkpoint   print the record's latest signed checkpoint
   audit bench        append synthetic entries to a data directory (load and crash testing)
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdServe(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		err = cmdKeygen(args[1:], stdout, stderr)
+	case "pay":
+		err = cmdPay(ctx, args[1:], stdout, stderr)
 	case "agents":
 		err = cmdAgents(ctx, args[1:], stdout, stderr)
 	case "audit":

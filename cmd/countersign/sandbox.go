@@ -1,36 +1,208 @@
 package main
 
 import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/settle/fake"
 )
 
-// writeSandboxFiles writes the files a newcomer needs to try the server into
-// <data>/sandbox. They are rewritten on every sandbox start so they always
-// describe the running server; they hold public material only.
+// Sandbox files (DESIGN §11), in <data>/sandbox.
+const (
+	sandboxOperatorKey  = "operator.jwk.json"
+	sandboxOperatorSet  = "operators.jwks.json"
+	sandboxAgentKey     = "agent.jwk.json"
+	sandboxCredential   = "agent-credential.txt"
+	sandboxMandate      = "mandate.jws"
+	sandboxOperatorKID  = "op-sandbox"
+	sandboxMandateValid = 365 * 24 * time.Hour
+)
+
+// provisionSandbox writes, on first start, an operator key and the JWK Set
+// the server trusts, an agent key with an issued credential, and a mandate
+// from that operator to that agent, so a newcomer can pay within a minute.
+// Existing files are kept: a restart changes nothing a person already uses.
+func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) error {
+	dir := filepath.Join(dataDir, sandboxDirName)
+	opPath := filepath.Join(dir, sandboxOperatorKey)
+	op, err := readOrCreateKey(opPath, sandboxOperatorKID)
+	if err != nil {
+		return err
+	}
+	setPath := filepath.Join(dir, sandboxOperatorSet)
+	if _, err := os.Stat(setPath); errors.Is(err, os.ErrNotExist) {
+		set, err := publicSet(op, sandboxOperatorKID)
+		if err != nil {
+			return err
+		}
+		if err := writePublicFile(setPath, set); err != nil {
+			return err
+		}
+	}
+	agentPath := filepath.Join(dir, sandboxAgentKey)
+	agent, err := readOrCreateKey(agentPath, "")
+	if err != nil {
+		return err
+	}
+	agentID := hex.EncodeToString(agent.Public().(ed25519.PublicKey))
+
+	credPath := filepath.Join(dir, sandboxCredential)
+	if _, err := os.Stat(credPath); errors.Is(err, os.ErrNotExist) {
+		iss, err := keys.Create(ctx, auth.CreateRequest{Name: "sandbox agent", AgentIDs: []string{agentID}},
+			audit.Actor{Kind: "system", ID: "sandbox-provisioning"}, "")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(credPath, []byte(iss.Credential+"\n"), 0o600); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	mandatePath := filepath.Join(dir, sandboxMandate)
+	if _, err := os.Stat(mandatePath); errors.Is(err, os.ErrNotExist) {
+		now := time.Now().UTC().Truncate(time.Second)
+		tok, err := pay.SignMandate(pay.MandateClaims{
+			ID: "mdt_sandbox_" + agentID[:12], Agent: agentID,
+			IssuedAt: now, ExpiresAt: now.Add(sandboxMandateValid),
+			Payees: []string{"*"}, Currency: "USD",
+			PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000, Period: gate.Day,
+			Rails: []string{fake.SandboxCard, fake.SandboxBank, fake.SandboxChain},
+			// "Confirm above 10,000": thresholds are inclusive, so 10,001.
+			ConfirmAboveMinor: 10_001, IrreversibleConfirmAboveMinor: 10_001,
+		}, op, sandboxOperatorKID)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(mandatePath, []byte(tok+"\n"), 0o644); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return nil
+}
+
+func readOrCreateKey(path, kid string) (crypto.Signer, error) {
+	k, err := keyfile.Read(path)
+	if err == nil {
+		return k.Signer, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	if kid == "" {
+		kid = hex.EncodeToString(priv.Public().(ed25519.PublicKey))
+	}
+	if err := keyfile.Write(path, priv, kid); err != nil {
+		return nil, err
+	}
+	return priv, nil
+}
+
+// publicSet returns a JWK Set holding the public half of key.
+func publicSet(key crypto.Signer, kid string) ([]byte, error) {
+	b, err := keyfile.MarshalPublic(key, kid)
+	if err != nil {
+		return nil, err
+	}
+	pk, err := jwk.ParseKey(b)
+	if err != nil {
+		return nil, err
+	}
+	set := jwk.NewSet()
+	if err := set.AddKey(pk); err != nil {
+		return nil, err
+	}
+	out, err := json.MarshalIndent(set, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// loadOperatorKeys reads the JWK Set of trusted operator public keys.
+func loadOperatorKeys(path string) ([]pay.OperatorKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("operator keys: %w", err)
+	}
+	set, err := jwk.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("operator keys %s: %w", path, err)
+	}
+	keys, err := pay.OperatorKeysFromSet(set)
+	if err != nil {
+		return nil, fmt.Errorf("operator keys %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// writeSandboxFiles writes the files that describe the running server into
+// <data>/sandbox: the record's verifier key and a README with a
+// ready-to-run example. They are rewritten on every sandbox start so they
+// always describe the running server.
 func writeSandboxFiles(dataDir, baseURL, vkey string) error {
 	dir := filepath.Join(dataDir, sandboxDirName)
 	if err := writePublicFile(filepath.Join(dir, recordPubFile), []byte(vkey+"\n")); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	readme := fmt.Sprintf(`Countersign sandbox
-===================
-
-This directory was written by "countersign serve" in sandbox mode. Nothing
-here is secret; the record's private key lives in ../keys/ (mode 0600).
-
-record.pub   the record's verifier key (a C2SP signed-note verifier string).
-             Anyone holding it can check that the record is intact and only grew.
-
-Try it:
-
-  curl -s %[1]s/healthz
-  curl -s %[1]s/audit/checkpoint
-  curl -s '%[1]s/audit?limit=5'
-  go run ./cmd/countersign audit verify --url %[1]s --key %[2]s --signatures
-`, baseURL, filepath.Join(dir, recordPubFile))
-	if err := writePublicFile(filepath.Join(dir, "README.txt"), []byte(readme)); err != nil {
+	if err := writePublicFile(filepath.Join(dir, "README.txt"), []byte(sandboxReadme(dir, baseURL))); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil
+}
+
+func sandboxReadme(dir, baseURL string) string {
+	return fmt.Sprintf(`Countersign sandbox
+===================
+
+Written by "countersign serve" in sandbox mode. These are sandbox
+conveniences: never use them for real money (--production refuses them).
+
+operator.jwk.json     a sample operator's PRIVATE key (Ed25519 JWK, kid %[3]s)
+operators.jwks.json   the public operator keys the server trusts (JWK Set)
+agent.jwk.json        a sample agent's PRIVATE key; its agent id is the hex public key
+agent-credential.txt  the bearer credential issued to that agent
+mandate.jws           a mandate from that operator to that agent: USD, any payee,
+                      every sandbox rail, per-payment cap 50,000, 1,000,000 a day,
+                      payments above 10,000 wait for an operator's approval
+record.pub            the record's verifier key (C2SP note verifier string)
+
+Pay 12.50 USD (settles at once, 200 with a Receipt):
+
+  go run ./cmd/countersign pay --url %[2]s \
+      --agent-key %[1]s/agent.jwk.json --credential %[1]s/agent-credential.txt \
+      --mandate %[1]s/mandate.jws --payee acct:seller.example \
+      --amount 1250 --currency USD --rail sandbox-card
+
+Pay 250.00 USD (above 10,000 minor units: held for approval, 202):
+
+  go run ./cmd/countersign pay --url %[2]s \
+      --agent-key %[1]s/agent.jwk.json --credential %[1]s/agent-credential.txt \
+      --mandate %[1]s/mandate.jws --payee acct:seller.example \
+      --amount 25000 --currency USD --rail sandbox-card
+
+Read the record and verify it with only the public key:
+
+  curl -s -H "Authorization: Bearer $(cat %[1]s/agent-credential.txt)" '%[2]s/audit?limit=5'
+  go run ./cmd/countersign audit verify --url %[2]s --key %[1]s/record.pub \
+      --credential %[1]s/agent-credential.txt --signatures
+`, dir, baseURL, sandboxOperatorKID)
 }

@@ -13,11 +13,16 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/httpserver"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pebblestore"
 )
@@ -38,6 +43,15 @@ type serveConfig struct {
 	production bool
 	logLevel   string
 	shutdown   time.Duration
+
+	operatorKeys       string
+	denyPayees         string
+	denyAgents         string
+	breakerAfter       int64
+	approvalWindow     time.Duration
+	idemRetention      time.Duration
+	sandboxLatency     string
+	sandboxUnknownRate float64
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -49,6 +63,14 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.production, "production", false, "production mode: no generated keys, no unauthenticated reads")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&c.shutdown, "shutdown-timeout", 15*time.Second, "how long to drain requests on SIGTERM")
+	fs.StringVar(&c.operatorKeys, "operator-keys", "", "JWK Set `file` of the operator public keys that may sign mandates and operator requests (sandbox default <data>/sandbox/operators.jwks.json; required with --production)")
+	fs.StringVar(&c.denyPayees, "deny-payees", "", "comma-separated payees refused whatever a mandate says")
+	fs.StringVar(&c.denyAgents, "deny-agents", "", "comma-separated agent ids refused whatever a mandate says")
+	fs.Int64Var(&c.breakerAfter, "breaker-after", 5, "trip the circuit breaker after this many consecutive settlement failures or denials of one mandate")
+	fs.DurationVar(&c.approvalWindow, "approval-window", 24*time.Hour, "how long a held payment waits for an operator")
+	fs.DurationVar(&c.idemRetention, "idempotency-retention", 7*24*time.Hour, "how long a payment's outcome is kept for idempotent replay")
+	fs.StringVar(&c.sandboxLatency, "sandbox-latency", "", "sandbox rails' latency as `MIN-MAX` (e.g. 1ms-5ms) or \"off\"; default each rail's realistic latency")
+	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -83,7 +105,11 @@ type server struct {
 	logger *slog.Logger
 	store  *pebblestore.Store
 	log    *audit.Log
+	pay    *pay.Service
 	http   *http.Server
+
+	stop context.CancelFunc // stops the background work
+	bg   sync.WaitGroup
 }
 
 func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.Logger, stdout io.Writer) (s *server, err error) {
@@ -120,21 +146,73 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err := recordStart(ctx, lg, cfg, baseURL, origin); err != nil {
 		return nil, fmt.Errorf("record start: %w", err)
 	}
-	model := contract.New()
-	h, err := httpserver.New(httpserver.Config{
-		BaseURL: baseURL,
-		Sandbox: !cfg.production,
-		Logger:  logger,
-		Model:   model,
-		Audit:   lg,
+	keys := auth.New(st, lg, &auth.Options{Logger: logger})
+	opKeysPath := cfg.operatorKeys
+	if !cfg.production {
+		if err := provisionSandbox(ctx, cfg.data, keys); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+		if err := writeSandboxFiles(cfg.data, baseURL, vkey); err != nil {
+			return nil, err
+		}
+		if opKeysPath == "" {
+			opKeysPath = filepath.Join(cfg.data, sandboxDirName, sandboxOperatorSet)
+		}
+	}
+	if opKeysPath == "" {
+		return nil, errors.New("--production needs --operator-keys FILE (a JWK Set of the operators' public keys)")
+	}
+	opKeys, err := loadOperatorKeys(opKeysPath)
+	if err != nil {
+		return nil, err
+	}
+	mandates, err := pay.NewMandateVerifier(opKeys, nil)
+	if err != nil {
+		return nil, err
+	}
+	rails := &settle.Registry{}
+	if !cfg.production {
+		so := &fake.SandboxOptions{Store: st, UnknownOutcomeRate: cfg.sandboxUnknownRate}
+		if err := parseLatency(cfg.sandboxLatency, so); err != nil {
+			return nil, err
+		}
+		sandboxRails, err := fake.NewSandbox(so)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range sandboxRails {
+			if err := rails.Register(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	svc, err := pay.New(pay.Options{
+		Store: st, Log: lg, Rails: rails, Mandates: mandates, Logger: logger, BaseURL: baseURL,
+		DenyPayees: splitList(cfg.denyPayees), DenyAgents: splitList(cfg.denyAgents),
+		BreakerAfter: cfg.breakerAfter, ApprovalWindow: cfg.approvalWindow, IdempotencyRetention: cfg.idemRetention,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.production {
-		if err := writeSandboxFiles(cfg.data, baseURL, vkey); err != nil {
-			return nil, err
-		}
+	rep, err := svc.Reconcile(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	logger.InfoContext(ctx, "reconciled payments left settling",
+		slog.Int("settled", rep.Settled), slog.Int("failed", rep.Failed), slog.Int("stillSettling", rep.StillSettling))
+
+	model := contract.New()
+	h, err := httpserver.New(httpserver.Config{
+		BaseURL:       baseURL,
+		Sandbox:       !cfg.production,
+		Logger:        logger,
+		Model:         model,
+		Audit:         lg,
+		Authenticator: httpserver.BearerAuthenticator{Keys: keys},
+		Payments:      svc,
+	})
+	if err != nil {
+		return nil, err
 	}
 	size, err := lg.Size(ctx)
 	if err != nil {
@@ -144,12 +222,15 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		slog.String("addr", addr), slog.String("baseURL", baseURL), slog.String("data", cfg.data),
 		slog.Bool("sandbox", !cfg.production), slog.String("origin", origin),
 		slog.Uint64("recordSize", size), slog.Bool("recordKeyGenerated", generated))
-	printBanner(stdout, cfg, baseURL)
+	printBanner(stdout, cfg, baseURL, addr)
 
-	return &server{
+	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	srv := &server{
 		logger: logger,
 		store:  st,
 		log:    lg,
+		pay:    svc,
+		stop:   stop,
 		http: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -157,7 +238,61 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 			IdleTimeout:       120 * time.Second,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
-	}, nil
+	}
+	srv.bg.Add(1)
+	go srv.maintain(bgCtx)
+	return srv, nil
+}
+
+// maintain runs the periodic work of a server: finishing payments whose
+// rail gave no definite answer and no client retried, and forgetting
+// idempotency records past their retention.
+func (s *server) maintain(ctx context.Context) {
+	defer s.bg.Done()
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.pay.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "periodic reconcile", slog.Any("error", err))
+		}
+		if _, err := s.pay.SweepIdempotency(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "idempotency sweep", slog.Any("error", err))
+		}
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// parseLatency reads --sandbox-latency: "", "off" or "MIN-MAX".
+func parseLatency(v string, o *fake.SandboxOptions) error {
+	switch v {
+	case "":
+		return nil
+	case "off", "0":
+		o.NoLatency = true
+		return nil
+	}
+	lo, hi, ok := strings.Cut(v, "-")
+	minD, err1 := time.ParseDuration(lo)
+	maxD, err2 := time.ParseDuration(hi)
+	if !ok || err1 != nil || err2 != nil || minD < 0 || maxD < minD || maxD == 0 {
+		return fmt.Errorf("--sandbox-latency %q: want MIN-MAX such as 1ms-5ms, or off", v)
+	}
+	o.MinLatency, o.MaxLatency = minD, maxD
+	return nil
 }
 
 // serve answers requests until ctx is done, then drains them.
@@ -184,22 +319,27 @@ func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration
 // close flushes and closes the record and the store; it is safe to call
 // after serve returned.
 func (s *server) close() {
+	s.stop()
+	s.bg.Wait()
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing store", slog.Any("error", err))
 	}
 }
 
-func printBanner(w io.Writer, cfg serveConfig, baseURL string) {
+func printBanner(w io.Writer, cfg serveConfig, baseURL, addr string) {
 	mode := "sandbox"
 	if cfg.production {
 		mode = "production"
 	}
-	fmt.Fprintf(w, `Countersign is listening on %s (%s mode)
+	fmt.Fprintf(w, `Countersign is listening on %s at %s (%s mode)
   data directory:   %s
   record verifier:  %s
-  try:              curl -s %s/audit/checkpoint
-                    curl -s %s/openapi.json | head
-`, baseURL, mode, cfg.data, filepath.Join(cfg.data, recordPubFile), baseURL, baseURL)
+  contract:         %s/openapi.json
+`, baseURL, addr, mode, cfg.data, filepath.Join(cfg.data, recordPubFile), baseURL)
+	if !cfg.production {
+		fmt.Fprintf(w, "  sandbox:          keys, a credential, a mandate and a ready-to-run example are in %s\n",
+			filepath.Join(cfg.data, sandboxDirName, "README.txt"))
+	}
 }
 
 // recordStart appends a system.started entry: a restart can change how the

@@ -69,9 +69,16 @@ func startServe(t *testing.T, dir string, extra ...string) (string, func() int) 
 	}
 }
 
-func get(t *testing.T, url string) (*http.Response, []byte) {
+func get(t *testing.T, url string, header ...string) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +110,16 @@ func TestServeEmptyDirectory(t *testing.T) {
 	validateOpenAPI(t, body)
 
 	resp, body = get(t, base+"/audit?limit=5")
+	if resp.StatusCode != 401 {
+		t.Fatalf("the record without a credential: %d %s", resp.StatusCode, body)
+	}
+	sandbox := filepath.Join(dir, "sandbox")
+	credBytes, err := os.ReadFile(filepath.Join(sandbox, "agent-credential.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := []string{"Authorization", "Bearer " + strings.TrimSpace(string(credBytes))}
+	resp, body = get(t, base+"/audit?limit=5", bearer...)
 	var page struct {
 		Data []struct {
 			Seq  uint64 `json:"seq"`
@@ -112,21 +129,44 @@ func TestServeEmptyDirectory(t *testing.T) {
 	if err := json.Unmarshal(body, &page); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("audit: %d %s", resp.StatusCode, body)
 	}
-	if len(page.Data) != 1 || page.Data[0].Type != "system.started" {
-		t.Fatalf("a fresh server's record should hold its start: %s", body)
+	if len(page.Data) != 2 || page.Data[0].Type != "system.started" || page.Data[1].Type != "agent.created" {
+		t.Fatalf("a fresh server's record should hold its start and the sandbox agent's key: %s", body)
 	}
 
-	resp, body = get(t, base+"/audit?limit=500")
+	// The README's two payments: one settles, one is held for approval.
+	payArgs := func(amount, key string) []string {
+		return []string{"pay", "--url", base, "--agent-key", filepath.Join(sandbox, "agent.jwk.json"),
+			"--credential", filepath.Join(sandbox, "agent-credential.txt"), "--mandate", filepath.Join(sandbox, "mandate.jws"),
+			"--payee", "acct:seller.example", "--amount", amount, "--currency", "USD", "--rail", "sandbox-card",
+			"--idempotency-key", key}
+	}
+	for _, tc := range []struct{ amount, key, want string }{
+		{"1250", "k-settle", "200 OK"},
+		{"25000", "k-held", "202 Accepted"},
+		{"1250", "k-settle", "200 OK"}, // a replay
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), payArgs(tc.amount, tc.key), &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), tc.want) {
+			t.Fatalf("pay %s: exit %d\n%s%s", tc.amount, code, out.String(), errOut.String())
+		}
+	}
+	_, body = get(t, base+"/audit?limit=100", bearer...)
+	if err := json.Unmarshal(body, &page); err != nil || len(page.Data) != 5 {
+		t.Fatalf("after two payments and a replay the record should hold 5 entries: %s", body)
+	}
+
+	resp, body = get(t, base+"/audit?limit=500", bearer...)
 	if resp.StatusCode != 400 || !strings.Contains(string(body), `"code":"request.validation"`) {
 		t.Fatalf("limit=500: %d %s", resp.StatusCode, body)
 	}
 
 	var out, errOut bytes.Buffer
 	pub := filepath.Join(dir, "record.pub")
-	if code := run(context.Background(), []string{"audit", "verify", "--url", base, "--key", pub, "--signatures"}, &out, &errOut); code != 0 {
+	cred := filepath.Join(sandbox, "agent-credential.txt")
+	if code := run(context.Background(), []string{"audit", "verify", "--url", base, "--key", pub, "--credential", cred, "--signatures"}, &out, &errOut); code != 0 {
 		t.Fatalf("audit verify --url: exit %d: %s %s", code, out.String(), errOut.String())
 	}
-	if !strings.HasPrefix(out.String(), "ok: 1 entries verified") {
+	if !strings.HasPrefix(out.String(), "ok: 5 entries verified") {
 		t.Fatalf("audit verify --url said %q", out.String())
 	}
 
@@ -136,8 +176,8 @@ func TestServeEmptyDirectory(t *testing.T) {
 
 	// A restart appends a second start entry to the same chain.
 	base, stop = startServe(t, dir)
-	_, body = get(t, base+"/audit/consistency?from=1")
-	if !strings.Contains(string(body), `"to":2`) {
+	_, body = get(t, base+"/audit/consistency?from=1", bearer...)
+	if !strings.Contains(string(body), `"to":6`) {
 		t.Fatalf("consistency after restart: %s", body)
 	}
 	if code := stop(); code != 0 {
@@ -147,7 +187,7 @@ func TestServeEmptyDirectory(t *testing.T) {
 	if code := run(context.Background(), []string{"audit", "verify", "--data", dir, "--signatures"}, &out, &errOut); code != 0 {
 		t.Fatalf("audit verify --data: exit %d: %s %s", code, out.String(), errOut.String())
 	}
-	if !strings.HasPrefix(out.String(), "ok: 2 entries verified") {
+	if !strings.HasPrefix(out.String(), "ok: 6 entries verified") {
 		t.Fatalf("audit verify --data said %q", out.String())
 	}
 }
@@ -156,6 +196,16 @@ func TestServeProductionRefusesWithoutKey(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--production"}, &out, &errOut)
 	if code == 0 || !strings.Contains(errOut.String(), "--record-key") {
+		t.Fatalf("production without a record key: exit %d, %s", code, errOut.String())
+	}
+	dir := t.TempDir()
+	key := filepath.Join(dir, "record.jwk.json")
+	if code := run(context.Background(), []string{"keygen", "record", "--out", key}, &out, &errOut); code != 0 {
+		t.Fatal(errOut.String())
+	}
+	errOut.Reset()
+	code = run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--production", "--record-key", key}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--operator-keys") {
 		t.Fatalf("production without a record key: exit %d, %s", code, errOut.String())
 	}
 }

@@ -36,6 +36,15 @@ type SandboxOptions struct {
 	// FinalityDelay is how long sandbox-bank payments stay pending.
 	// Default DefaultFinalityDelay.
 	FinalityDelay time.Duration
+
+	// MinLatency and MaxLatency, when MaxLatency > 0, replace every rail's
+	// default latency (crash and load tests of the reference server).
+	MinLatency, MaxLatency time.Duration
+
+	// UnknownOutcomeRate makes that fraction of calls end with an unknown
+	// outcome (half before, half after the money moved; see
+	// [UnknownEither]). Default 0: the sandbox never fails on its own.
+	UnknownOutcomeRate float64
 }
 
 // NewSandbox returns the sandbox rails of the reference server, in the
@@ -46,8 +55,8 @@ type SandboxOptions struct {
 //	sandbox-bank   reversible, deferred     50-150 ms    "tr_" + 24 hex
 //	sandbox-chain  irreversible, instant    100-300 ms   "tx_" + 24 hex
 //
-// They never decline or fail on their own; tests that want faults build
-// rails with [New].
+// They never decline or fail on their own unless UnknownOutcomeRate is set;
+// tests that want other faults build rails with [New].
 func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 	var o SandboxOptions
 	if opts != nil {
@@ -76,9 +85,13 @@ func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 			FinalityDelay:   o.FinalityDelay,
 			ReferencePrefix: s.prefix,
 		}
+		if o.MaxLatency > 0 {
+			ro.MinLatency, ro.MaxLatency = o.MinLatency, o.MaxLatency
+		}
 		if o.NoLatency {
 			ro.MinLatency, ro.MaxLatency = 0, 0
 		}
+		ro.UnknownOutcomeRate = o.UnknownOutcomeRate
 		r, err := New(s.name, ro)
 		if err != nil {
 			return nil, fmt.Errorf("fake: sandbox: %w", err)

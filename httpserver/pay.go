@@ -1,0 +1,183 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/pay"
+)
+
+// Payments is the money path the payment routes call; *pay.Service
+// satisfies it.
+type Payments interface {
+	Pay(ctx context.Context, c pay.Caller, body []byte, headerKey, requestID string) (*pay.Result, error)
+	Intent(ctx context.Context, c pay.Caller, id string) (*pay.Intent, error)
+	IntentEvents(ctx context.Context, c pay.Caller, id, cursor string, limit int) (audit.Page, error)
+}
+
+// HeaderReplayed marks a response answered from the stored outcome of an
+// earlier request with the same idempotency key.
+const HeaderReplayed = "Idempotent-Replayed"
+
+var errNoPayments = errors.New("httpserver: this server has no payment service configured")
+
+// caller turns the request's principal into the pay package's caller. In
+// sandbox mode without an authenticator there is no principal, and no
+// agent may pay: the reading routes may be open, money never is.
+func caller(ctx context.Context) (pay.Caller, error) {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return pay.Caller{}, auth.ErrMissing
+	}
+	cred := gate.CredentialAPIKey
+	if p.DPoP {
+		cred = gate.CredentialDPoP
+	}
+	return pay.Caller{KeyID: p.KeyID, Agents: p.Agents, Credential: cred}, nil
+}
+
+// payCreate is POST /pay. It hands the raw body to the service, which
+// decodes it strictly itself, and renders the outcome.
+func (s *server) payCreate(w http.ResponseWriter, r *http.Request, p *contract.PayParams) error {
+	if s.payments == nil {
+		return errNoPayments
+	}
+	c, err := caller(r.Context())
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return fmt.Errorf("httpserver: read body: %w", err)
+	}
+	res, err := s.payments.Pay(r.Context(), c, body, p.IdempotencyKey, RequestID(r.Context()))
+	if err != nil {
+		return err
+	}
+	return s.writePayResult(w, r, res)
+}
+
+// writePayResult renders an outcome. A replay renders the stored outcome
+// with the first request's id, so its body is byte-identical to the first
+// response's.
+func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay.Result) error {
+	if res.Replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	switch res.Outcome {
+	case pay.OutcomeSettled:
+		return s.writeJSON(w, http.StatusOK, res.Receipt)
+	case pay.OutcomeHeld:
+		return s.writeJSON(w, http.StatusAccepted, res.Held)
+	case pay.OutcomeDenied:
+		d := res.Denial
+		codes := make([]string, len(d.Reasons))
+		for i, rs := range d.Reasons {
+			codes[i] = rs.Code
+		}
+		p := s.newProblem(r, contract.CodeIntentDenied, "the gate denied the payment: "+strings.Join(codes, ", "))
+		p.RequestID = res.RequestID
+		p.Extensions = map[string]any{"intentId": d.IntentID, "mandateId": d.MandateID, "reasons": d.Reasons, "auditSeq": d.AuditSeq}
+		s.writeProblem(w, r, p, nil)
+		return nil
+	case pay.OutcomeFailed:
+		f := res.Failure
+		p := s.newProblem(r, contract.CodePaymentDeclined, "the rail declined the payment: "+f.Message)
+		p.RequestID = res.RequestID
+		p.Extensions = map[string]any{"intentId": f.IntentID, "rail": f.Rail, "declineCode": f.DeclineCode, "auditSeq": f.AuditSeq}
+		s.writeProblem(w, r, p, nil)
+		return nil
+	}
+	return fmt.Errorf("httpserver: unknown payment outcome %q", res.Outcome)
+}
+
+func (s *server) intentGet(ctx context.Context, p *contract.IntentParams, _ *noBody) (pay.Intent, error) {
+	if s.payments == nil {
+		return pay.Intent{}, errNoPayments
+	}
+	c, err := caller(ctx)
+	if err != nil {
+		return pay.Intent{}, err
+	}
+	in, err := s.payments.Intent(ctx, c, p.ID)
+	if err != nil {
+		return pay.Intent{}, err
+	}
+	return *in, nil
+}
+
+func (s *server) intentEvents(ctx context.Context, p *contract.IntentEventsParams, _ *noBody) (audit.Page, error) {
+	if s.payments == nil {
+		return audit.Page{}, errNoPayments
+	}
+	c, err := caller(ctx)
+	if err != nil {
+		return audit.Page{}, err
+	}
+	page, err := s.payments.IntentEvents(ctx, c, p.ID, p.Cursor, p.Limit)
+	if page.Data == nil {
+		page.Data = []audit.Entry{}
+	}
+	return page, err
+}
+
+// BearerAuthenticator checks "Authorization: Bearer svc_ak_..." agent
+// credentials against the key store.
+type BearerAuthenticator struct {
+	Keys *auth.Keys
+}
+
+// AuthenticateAgent implements Authenticator.
+func (b BearerAuthenticator) AuthenticateAgent(r *http.Request) (Principal, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return Principal{}, auth.ErrMissing
+	}
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Principal{}, fmt.Errorf("%w: use Authorization: Bearer <credential>", auth.ErrInvalid)
+	}
+	k, err := b.Keys.Authenticate(r.Context(), strings.TrimSpace(cred))
+	if err != nil {
+		return Principal{}, err
+	}
+	if k.JKT != "" {
+		// A DPoP-bound key is useless as a bearer token (RFC 9449 §7.1).
+		return Principal{}, fmt.Errorf("%w: this key is bound to a DPoP key and needs a DPoP proof", auth.ErrInvalid)
+	}
+	return Principal{KeyID: k.ID, Agents: k.AgentIDs}, nil
+}
+
+// payProblemDetail keeps library internals out of the 403 detail of an
+// envelope refusal: the stable reason is for the client, the cause is for
+// the log.
+func payProblemDetail(err error) (classified, bool) {
+	var ue *pay.UnauthorizedError
+	if errors.As(err, &ue) {
+		return classified{code: contract.CodeIntentUnauthorized,
+			detail: "the envelope does not authorise this instruction: " + string(ue.Reason)}, true
+	}
+	var me *pay.MalformedError
+	if errors.As(err, &me) {
+		fields := make([]contract.FieldError, len(me.Fields))
+		for i, f := range me.Fields {
+			fields[i] = contract.FieldError{Field: f.Field, Rule: f.Rule, Message: f.Message}
+		}
+		detail := "the payment instruction is malformed; see errors"
+		return classified{code: contract.CodeIntentMalformed, detail: detail, fields: fields}, true
+	}
+	return classified{}, false
+}
+
+// bodyReader re-arms a request body the pipeline has already read, for raw
+// endpoints that hand the exact bytes to the library.
+func bodyReader(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
