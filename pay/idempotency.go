@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/countersign/countersign/store"
 )
 
@@ -53,19 +51,18 @@ func idemExpiryKey(exp time.Time, route Route, agentKeyID, key string) []byte {
 	return append(k, string(route)+"/"+agentKeyID+"/"+key...)
 }
 
-// requestDigest is the SHA-256 of the instruction's canonical JSON: two
-// requests that differ only in white space or member order are the same
-// request.
+// requestDigest is the SHA-256 of the decoded instruction re-encoded by
+// encoding/json: two requests that differ only in white space or member
+// order decode to the same value and so have the same digest. (The
+// decoder refuses duplicate and unknown members, so the decoded value is
+// the whole request; encoding/json's field order is fixed, so no RFC 8785
+// pass is needed here.)
 func requestDigest(in any) (string, error) {
 	b, err := json.Marshal(in)
 	if err != nil {
 		return "", err
 	}
-	c, err := jcs.Transform(b)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(c)
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
 }
 

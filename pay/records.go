@@ -145,6 +145,8 @@ type Refund struct {
 	Reference string    `json:"reference"`
 	At        time.Time `json:"at"`
 	Operator  string    `json:"operator"`
+	Rationale string    `json:"rationale,omitempty"`
+	RequestID string    `json:"requestId,omitempty"`
 }
 
 // Intent is one payment, as stored and as served by GET /intents/{id}.
@@ -166,6 +168,12 @@ type Intent struct {
 	Failure        *Failure      `json:"failure,omitempty"`
 	RefundedMinor  int64         `json:"refundedMinor"`
 	Refunds        []Refund      `json:"refunds"`
+	// PendingRefund is a refund sent to the rail whose answer is not
+	// recorded yet; no other refund starts until it is.
+	PendingRefund *Refund `json:"pendingRefund,omitempty"`
+	// MandateExpiresAt is when the mandate the decision was made under
+	// expires; an approval after it is refused.
+	MandateExpiresAt time.Time `json:"mandateExpiresAt"`
 	// Reservation is the amount counted against the mandate's period cap
 	// while the intent is held or settling, and the key of that counter.
 	ReservedMinor int64     `json:"reservedMinor"`
@@ -182,6 +190,7 @@ const (
 	keyIntentEvents = "pay/intent-events/" // + intent id + "/" + seq BE8 → empty
 	keySettling     = "pay/settling/"      // + intent id → empty: intents the reconciler must finish
 	keyHeld         = "pay/held/"          // + intent id → empty: intents waiting for approval
+	keyRefunding    = "pay/refunding/"     // + intent id → empty: intents with a refund in progress
 	keyIdem         = "pay/idem/"          // + route + "/" + agent key id + "/" + key → idemRecord
 	keyIdemExpiry   = "pay/idem-exp/"      // + expiry BE8 (unix ns) + route/akid/key → empty
 	keyPeriod       = "pay/period/"        // + mandate id + "/" + window start (unix s) → int64 decimal

@@ -366,7 +366,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		intent := &Intent{
 			ID: id, Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount,
-			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, Decision: d,
+			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, Decision: d, MandateExpiresAt: m.Claims.ExpiresAt.UTC(),
 			Refunds: []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
 		}
 		data, err := json.Marshal(decisionData{

@@ -294,6 +294,10 @@ func (s *Service) finalIdem(txn store.Txn, cur *Intent, r *Result) error {
 		// records); recreate it rather than lose the outcome.
 		now := s.now().UTC().Truncate(time.Microsecond)
 		rec = &idemRecord{IntentID: cur.ID, CreatedAt: now, ExpiresAt: now.Add(s.retain)}
+	} else if rec.State == idemFinal {
+		// The request that created the intent was already answered (held
+		// for approval): its replay keeps answering what it answered.
+		return nil
 	}
 	rec.State, rec.Result = idemFinal, r
 	return putIdem(txn, cur.Route, cur.AgentKeyID, cur.IdempotencyKey, rec)
@@ -320,6 +324,8 @@ func (s *Service) countFailure(ctx context.Context, reason, requestID string) er
 // ReconcileReport says what Reconcile did.
 type ReconcileReport struct {
 	Settled, Failed, StillSettling int
+	// RefundsDone and RefundsPending count refunds left unresolved.
+	RefundsDone, RefundsPending int
 }
 
 // Reconcile finishes every intent left settling, by asking its rail what
@@ -339,6 +345,9 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		return ReconcileReport{}, fmt.Errorf("pay: reconcile: %w", err)
 	}
 	var rep ReconcileReport
+	if rep.RefundsDone, rep.RefundsPending, err = s.reconcileRefunds(ctx); err != nil {
+		return rep, fmt.Errorf("pay: reconcile refunds: %w", err)
+	}
 	for _, id := range pending {
 		if err := ctx.Err(); err != nil {
 			return rep, err

@@ -244,8 +244,9 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	return srv, nil
 }
 
-// maintain runs the periodic work of a server: finishing payments whose
-// rail gave no definite answer and no client retried, and forgetting
+// maintain runs the periodic work of a server: finishing payments and
+// refunds whose rail gave no definite answer and no client retried,
+// expiring held payments past their approval window, and forgetting
 // idempotency records past their retention.
 func (s *server) maintain(ctx context.Context) {
 	defer s.bg.Done()
@@ -259,6 +260,9 @@ func (s *server) maintain(ctx context.Context) {
 		}
 		if _, err := s.pay.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "periodic reconcile", slog.Any("error", err))
+		}
+		if _, err := s.pay.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "approval expiry", slog.Any("error", err))
 		}
 		if _, err := s.pay.SweepIdempotency(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "idempotency sweep", slog.Any("error", err))

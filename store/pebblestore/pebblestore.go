@@ -63,6 +63,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/countersign/countersign/store"
@@ -94,7 +95,17 @@ type Options struct {
 	// waiting transactions: callers beyond it block in Update (backpressure)
 	// until the committer catches up. The default (0) is DefaultMaxGroup.
 	MaxGroup int
+
+	// CacheSize is the size in bytes of Pebble's block cache. The default
+	// (0) is DefaultCacheSize.
+	CacheSize int64
 }
+
+// DefaultCacheSize is the [Options.CacheSize] used when it is zero. The
+// domain packages read a handful of small keys in every transaction
+// (idempotency records, counters, the record's head and tree edge); a
+// cache that holds the hot blocks keeps those reads off the disk.
+const DefaultCacheSize = 64 << 20
 
 // Stats counts the committer's work since Open.
 type Stats struct {
@@ -170,10 +181,22 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open: MaxGroup %d is negative", o.MaxGroup)
 	}
 
-	db, err := pebble.Open(dir, &pebble.Options{
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	cache := pebble.NewCache(o.CacheSize)
+	defer cache.Unref() // the DB holds its own reference
+	po := &pebble.Options{
 		FS:     o.FS,
 		Logger: pebbleLogger{o.Logger},
-	})
+		Cache:  cache,
+	}
+	// Most reads are point lookups of keys that often do not exist yet (a
+	// new idempotency key, a mandate never revoked). Without a filter each
+	// such miss reads an index and a data block of every overlapping table;
+	// a 10-bit Bloom filter answers most of them from memory.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}

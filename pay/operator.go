@@ -1,0 +1,505 @@
+package pay
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/store"
+)
+
+// Errors of the operator actions. Check with errors.Is.
+var (
+	// ErrApprovalExpired: the approval window passed; the intent is expired
+	// and its reservation released.
+	ErrApprovalExpired = errcode.New("approval.expired", "pay: the approval window of this payment has passed")
+	// ErrApprovalMismatch: the challenge or mandate id does not match the
+	// held intent.
+	ErrApprovalMismatch = errcode.New("approval.mismatch", "pay: the challenge or mandate id does not match this held payment")
+	// ErrNotPending: the intent is not waiting for approval.
+	ErrNotPending = errcode.New("approval.not_pending", "pay: this payment is not waiting for approval")
+	// ErrRefundRefused: the intent cannot be refunded (not settled, an
+	// irreversible rail, or a refund still in progress).
+	ErrRefundRefused = errcode.New("refund.refused", "pay: this payment cannot be refunded")
+	// ErrRefundExceeds: the amount would take refunds past the settled
+	// amount.
+	ErrRefundExceeds = errcode.New("refund.exceeds", "pay: refund amount exceeds what remains of the payment")
+)
+
+// ApproveRequest is the body of POST /operator/approve.
+type ApproveRequest struct {
+	IntentID     string `json:"intentId" validate:"required,max=64"`
+	Challenge    string `json:"challenge" validate:"required,max=128"`
+	MandateID    string `json:"mandateId" validate:"required,max=128"`
+	Rationale    string `json:"rationale" validate:"required,max=2000"`
+	Acknowledged bool   `json:"acknowledged"`
+}
+
+// Approve records one operator's approval of a held payment. When the
+// mandate's number of distinct operators have approved (the same key twice
+// counts once), the payment settles through the same two-phase path as an
+// allowed one and the Result carries the Receipt. Otherwise the Result is
+// held (202) and says how many approvals it has. An intent whose terms need
+// an acknowledgement (irreversible or above a threshold) is held again, and
+// nothing recorded, until the request says acknowledged: true.
+//
+// Before settling the gate's preconditions are checked again: the mandate
+// neither expired nor revoked, the kill switch released.
+func (s *Service) Approve(ctx context.Context, req ApproveRequest, call OperatorCall) (*Result, error) {
+	challenge, err := base64.RawURLEncoding.DecodeString(req.Challenge)
+	if err != nil {
+		return nil, fmt.Errorf("%w: challenge is not base64url", ErrApprovalMismatch)
+	}
+	sum := sha256.Sum256(challenge)
+	var (
+		res      *Result
+		deferred error
+		toSettle *Intent
+	)
+	err = s.log.Update(ctx, func(txn store.Txn) error {
+		res, deferred, toSettle = nil, nil, nil
+		in, err := getIntent(txn, req.IntentID)
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC().Truncate(time.Microsecond)
+		if in.Status == StatusExpired {
+			return ErrApprovalExpired
+		}
+		if in.Status != StatusPendingApproval || in.Approval == nil {
+			return fmt.Errorf("%w (status %s)", ErrNotPending, in.Status)
+		}
+		want, _ := hex.DecodeString(in.Approval.ChallengeHash)
+		if subtle.ConstantTimeCompare(sum[:], want) != 1 || subtle.ConstantTimeCompare([]byte(req.MandateID), []byte(in.MandateID)) != 1 {
+			return ErrApprovalMismatch
+		}
+		if !now.Before(in.Approval.ExpiresAt) {
+			deferred = ErrApprovalExpired
+			return s.expire(txn, in, call.RequestID)
+		}
+		ctl, err := getControl(txn)
+		if err != nil {
+			return err
+		}
+		if ctl.KillSwitchEngaged {
+			deferred = ErrFrozen
+			rec, err := call.record("operator.refused", in.ID, map[string]string{"action": "approve", "reason": "kill_switch_engaged"})
+			if err != nil {
+				return err
+			}
+			_, err = s.append(txn, rec)
+			return err
+		}
+		if revoked, err := isRevoked(txn, in.MandateID); err != nil {
+			return err
+		} else if revoked {
+			return &UnauthorizedError{Reason: ReasonMandateRevoked}
+		}
+		if !in.MandateExpiresAt.IsZero() && !now.Before(in.MandateExpiresAt) {
+			return &UnauthorizedError{Reason: ReasonMandateExpired}
+		}
+		held := func() *Result {
+			return &Result{Outcome: OutcomeHeld, IntentID: in.ID, RequestID: call.RequestID, Held: &Held{
+				IntentID: in.ID, Status: in.Status, Decision: in.Decision, MandateID: in.MandateID,
+				ApprovalsRequired: in.Approval.Required, ApprovalsReceived: len(in.Approval.Received),
+				ExpiresAt: in.Approval.ExpiresAt, Links: s.links(in.ID),
+			}}
+		}
+		if in.Approval.Acknowledge && !req.Acknowledged {
+			res = held()
+			return nil
+		}
+		if slices.ContainsFunc(in.Approval.Received, func(g ApprovalGrant) bool { return g.Operator == call.Operator }) {
+			res = held() // the same operator twice counts once
+			return nil
+		}
+		in.Approval.Received = append(in.Approval.Received, ApprovalGrant{Operator: call.Operator, At: now})
+		in.UpdatedAt = now
+		rec, err := call.record("approval.granted", in.ID, map[string]any{
+			"approvalsRequired": in.Approval.Required, "approvalsReceived": len(in.Approval.Received),
+			"acknowledged": req.Acknowledged, "mandateId": in.MandateID,
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := s.append(txn, rec); err != nil {
+			return err
+		}
+		if len(in.Approval.Received) < in.Approval.Required {
+			res = held()
+			return putIntent(txn, in)
+		}
+		in.Status = StatusSettling
+		if err := txn.Delete([]byte(keyHeld + in.ID)); err != nil {
+			return err
+		}
+		if err := txn.Set([]byte(keySettling+in.ID), nil); err != nil {
+			return err
+		}
+		toSettle = in
+		return putIntent(txn, in)
+	})
+	switch {
+	case err != nil:
+		var ue *UnauthorizedError
+		if errors.Is(err, ErrIntentNotFound) || errors.Is(err, ErrApprovalExpired) || errors.Is(err, ErrNotPending) ||
+			errors.Is(err, ErrApprovalMismatch) || errors.As(err, &ue) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("pay: approve: %w", err)
+	case deferred != nil:
+		return nil, deferred
+	case res != nil:
+		return res, nil
+	}
+	return s.settle(ctx, toSettle, call.RequestID)
+}
+
+// expire moves a held intent to expired inside txn, releasing its
+// reservation and recording approval.expired.
+func (s *Service) expire(txn store.Txn, in *Intent, requestID string) error {
+	if err := s.releaseReservation(txn, in); err != nil {
+		return err
+	}
+	in.Status, in.UpdatedAt = StatusExpired, s.now().UTC().Truncate(time.Microsecond)
+	data, err := json.Marshal(map[string]any{"expiresAt": in.Approval.ExpiresAt, "approvalsReceived": len(in.Approval.Received)})
+	if err != nil {
+		return err
+	}
+	if _, err := s.append(txn, audit.Record{Type: "approval.expired", IntentID: in.ID, RequestID: requestID,
+		Actor: audit.Actor{Kind: "system", ID: "approval-sweep"}, Data: data}); err != nil {
+		return err
+	}
+	if err := txn.Delete([]byte(keyHeld + in.ID)); err != nil {
+		return err
+	}
+	return putIntent(txn, in)
+}
+
+// ExpireApprovals expires every held intent whose approval window has
+// passed and returns how many. The reference server runs it every minute.
+func (s *Service) ExpireApprovals(ctx context.Context) (int, error) {
+	n := 0
+	err := s.log.Update(ctx, func(txn store.Txn) error {
+		n = 0
+		now := s.now()
+		var due []*Intent
+		it := txn.Iterate([]byte(keyHeld), store.PrefixEnd([]byte(keyHeld)), false)
+		for it.Next() {
+			in, err := getIntent(txn, string(it.Key()[len(keyHeld):]))
+			if err != nil {
+				it.Close()
+				return err
+			}
+			if in.Approval != nil && !now.Before(in.Approval.ExpiresAt) {
+				due = append(due, in)
+			}
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		for _, in := range due {
+			if err := s.expire(txn, in, ""); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pay: expire approvals: %w", err)
+	}
+	return n, nil
+}
+
+// HeldIntent is one payment waiting for approval, as the operator sees it.
+type HeldIntent struct {
+	IntentID          string          `json:"intentId"`
+	AgentKeyID        string          `json:"agentKeyId"`
+	Payee             string          `json:"payee"`
+	Amount            Amount          `json:"amount"`
+	Purpose           string          `json:"purpose"`
+	Rail              string          `json:"rail"`
+	MandateID         string          `json:"mandateId"`
+	Reasons           []ReasonView    `json:"reasons"`
+	ApprovalsRequired int             `json:"approvalsRequired"`
+	ApprovalsReceived int             `json:"approvalsReceived"`
+	Acknowledge       bool            `json:"acknowledgeRequired"`
+	CreatedAt         time.Time       `json:"createdAt"`
+	ExpiresAt         time.Time       `json:"expiresAt"`
+	AgeSeconds        int64           `json:"ageSeconds"`
+	Approvals         []ApprovalGrant `json:"approvals"`
+}
+
+// ReasonView is a gate reason as listed to the operator.
+type ReasonView struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// HeldPage is a page of held intents, oldest first.
+type HeldPage struct {
+	Data       []HeldIntent `json:"data"`
+	HasMore    bool         `json:"hasMore"`
+	NextCursor *string      `json:"nextCursor"`
+}
+
+// Held lists the payments waiting for approval, oldest first. The cursor is
+// the nextCursor of the previous page ("" for the first).
+func (s *Service) Held(ctx context.Context, cursor string, limit int) (HeldPage, error) {
+	if limit == 0 {
+		limit = 20
+	}
+	if limit < 1 || limit > 100 {
+		return HeldPage{}, audit.ErrBadLimit
+	}
+	lower := []byte(keyHeld)
+	if cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || !ids.Valid(ids.Intent, string(after)) {
+			return HeldPage{}, audit.ErrBadCursor
+		}
+		lower = append([]byte(keyHeld+string(after)), 0)
+	}
+	page := HeldPage{Data: []HeldIntent{}}
+	now := s.now()
+	err := s.st.View(ctx, func(r store.Reader) error {
+		it := r.Iterate(lower, store.PrefixEnd([]byte(keyHeld)), false)
+		defer it.Close()
+		for it.Next() {
+			if len(page.Data) == limit {
+				page.HasMore = true
+				break
+			}
+			in, err := getIntent(r, string(it.Key()[len(keyHeld):]))
+			if err != nil {
+				return err
+			}
+			h := HeldIntent{
+				IntentID: in.ID, AgentKeyID: in.AgentKeyID, Payee: in.Payee, Amount: in.Amount, Purpose: in.Purpose,
+				Rail: in.Terms.Rail, MandateID: in.MandateID, Reasons: []ReasonView{},
+				CreatedAt: in.CreatedAt, AgeSeconds: int64(now.Sub(in.CreatedAt) / time.Second), Approvals: []ApprovalGrant{},
+			}
+			for _, r := range in.Decision.Reasons {
+				h.Reasons = append(h.Reasons, ReasonView{Code: r.Code, Message: r.Message})
+			}
+			if a := in.Approval; a != nil {
+				h.ApprovalsRequired, h.ApprovalsReceived, h.Acknowledge = a.Required, len(a.Received), a.Acknowledge
+				h.ExpiresAt, h.Approvals = a.ExpiresAt, append(h.Approvals, a.Received...)
+			}
+			page.Data = append(page.Data, h)
+		}
+		return it.Err()
+	})
+	if err != nil {
+		return HeldPage{}, err
+	}
+	if page.HasMore {
+		c := base64.RawURLEncoding.EncodeToString([]byte(page.Data[len(page.Data)-1].IntentID))
+		page.NextCursor = &c
+	}
+	return page, nil
+}
+
+// RefundRequest is the body of POST /operator/refund.
+type RefundRequest struct {
+	IntentID string `json:"intentId" validate:"required,max=64"`
+	// AmountMinor is the amount to refund; omitted means everything that
+	// remains.
+	AmountMinor *int64 `json:"amountMinor,omitempty" validate:"omitempty,gt=0,lt=9007199254740992"`
+	Rationale   string `json:"rationale" validate:"required,max=2000"`
+}
+
+// RefundResult is the answer of a refund.
+type RefundResult struct {
+	IntentID       string `json:"intentId"`
+	RefundID       string `json:"refundId"`
+	RefundedMinor  int64  `json:"refundedMinor"`
+	RemainingMinor int64  `json:"remainingMinor"`
+	Status         Status `json:"status"`
+	AuditSeq       uint64 `json:"auditSeq"`
+}
+
+// refundData is the data of a payment.refunded entry.
+type refundData struct {
+	RefundID       string `json:"refundId"`
+	AmountMinor    int64  `json:"amountMinor"`
+	RefundedMinor  int64  `json:"refundedMinor"`
+	RemainingMinor int64  `json:"remainingMinor"`
+	Reference      string `json:"reference"`
+	Rail           string `json:"rail"`
+}
+
+// Refund returns money of a settled payment: all that remains, or
+// AmountMinor of it. Cumulative refunds never exceed the settled amount
+// (ErrRefundExceeds); an irreversible rail refuses (ErrRefundRefused).
+// The refund id is minted and stored before the rail is called, and the
+// rail is idempotent on it, so a refund whose rail answer is unknown is
+// finished by retrying the same refund (Reconcile does) and never paid
+// twice; while one is unresolved, no other refund of the intent starts.
+func (s *Service) Refund(ctx context.Context, req RefundRequest, call OperatorCall) (*RefundResult, error) {
+	var (
+		in       *Intent
+		pending  Refund
+		deferred error
+	)
+	err := s.log.Update(ctx, func(txn store.Txn) error {
+		deferred = nil
+		var err error
+		if in, err = getIntent(txn, req.IntentID); err != nil {
+			return err
+		}
+		if in.Status != StatusSettled && in.Status != StatusPartiallyRefunded {
+			return fmt.Errorf("%w: the payment is %s, not settled", ErrRefundRefused, in.Status)
+		}
+		if in.PendingRefund != nil {
+			return fmt.Errorf("%w: refund %s is still in progress", ErrRefundRefused, in.PendingRefund.ID)
+		}
+		if rail, err := s.rails.Get(in.Terms.Rail); err == nil && rail.Facts().Reversibility == settle.Irreversible {
+			return fmt.Errorf("%w: rail %s is irreversible", ErrRefundRefused, in.Terms.Rail)
+		}
+		remaining := in.Amount.Minor - in.RefundedMinor
+		amount := remaining
+		if req.AmountMinor != nil {
+			amount = *req.AmountMinor
+		}
+		if amount <= 0 || amount > remaining {
+			return fmt.Errorf("%w: asked %d, %d remains", ErrRefundExceeds, amount, remaining)
+		}
+		ctl, err := getControl(txn)
+		if err != nil {
+			return err
+		}
+		if ctl.KillSwitchEngaged {
+			deferred = ErrFrozen
+			rec, err := call.record("operator.refused", in.ID, map[string]string{"action": "refund", "reason": "kill_switch_engaged"})
+			if err != nil {
+				return err
+			}
+			_, err = s.append(txn, rec)
+			return err
+		}
+		pending = Refund{ID: ids.New(ids.Refund), Minor: amount, Operator: call.Operator,
+			At: s.now().UTC().Truncate(time.Microsecond), Rationale: call.Rationale, RequestID: call.RequestID}
+		in.PendingRefund = &pending
+		if err := txn.Set([]byte(keyRefunding+in.ID), nil); err != nil {
+			return err
+		}
+		return putIntent(txn, in)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if deferred != nil {
+		return nil, deferred
+	}
+	return s.refundOnRail(ctx, in, pending)
+}
+
+// refundOnRail calls the rail for a pending refund and records the outcome.
+func (s *Service) refundOnRail(ctx context.Context, in *Intent, p Refund) (*RefundResult, error) {
+	rail, err := s.rails.Get(in.Terms.Rail)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rail %q is not registered", ErrRailUnavailable, in.Terms.Rail)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.railTO)
+	res, callErr := rail.Refund(rctx, settle.RefundRequest{RefundID: p.ID, Key: in.ID, Amount: p.Minor,
+		Metadata: map[string]string{"operator": p.Operator}})
+	cancel()
+	definiteRefusal := errors.Is(callErr, settle.ErrIrreversible) || errors.Is(callErr, settle.ErrRefundExceeds) ||
+		errors.Is(callErr, settle.ErrNotSettled) || errors.Is(callErr, settle.ErrDeclined) || errors.Is(callErr, settle.ErrInvalidRequest)
+	if callErr != nil && !definiteRefusal {
+		return nil, fmt.Errorf("%w (refund %s of intent %s)", ErrRailUnavailable, p.ID, in.ID)
+	}
+	var out *RefundResult
+	err = s.log.Update(context.WithoutCancel(ctx), func(txn store.Txn) error {
+		out = nil
+		cur, err := getIntent(txn, in.ID)
+		if err != nil {
+			return err
+		}
+		if cur.PendingRefund == nil || cur.PendingRefund.ID != p.ID {
+			return nil // finished by someone else
+		}
+		cur.PendingRefund = nil
+		if err := txn.Delete([]byte(keyRefunding + cur.ID)); err != nil {
+			return err
+		}
+		if definiteRefusal {
+			return putIntent(txn, cur)
+		}
+		p.Reference = res.Reference
+		cur.Refunds = append(cur.Refunds, p)
+		cur.RefundedMinor += p.Minor
+		cur.Status = StatusPartiallyRefunded
+		if cur.RefundedMinor >= cur.Amount.Minor {
+			cur.Status = StatusRefunded
+		}
+		cur.UpdatedAt = s.now().UTC().Truncate(time.Microsecond)
+		data, err := json.Marshal(refundData{RefundID: p.ID, AmountMinor: p.Minor, RefundedMinor: cur.RefundedMinor,
+			RemainingMinor: cur.Amount.Minor - cur.RefundedMinor, Reference: res.Reference, Rail: cur.Terms.Rail})
+		if err != nil {
+			return err
+		}
+		e, err := s.append(txn, audit.Record{Type: "payment.refunded", IntentID: cur.ID, RequestID: p.RequestID,
+			Rationale: p.Rationale, Actor: audit.Actor{Kind: "operator", ID: p.Operator}, Data: data})
+		if err != nil {
+			return err
+		}
+		out = &RefundResult{IntentID: cur.ID, RefundID: p.ID, RefundedMinor: cur.RefundedMinor,
+			RemainingMinor: cur.Amount.Minor - cur.RefundedMinor, Status: cur.Status, AuditSeq: e.Seq}
+		return putIntent(txn, cur)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pay: recording refund %s: %w", p.ID, err)
+	}
+	if definiteRefusal {
+		return nil, fmt.Errorf("%w: the rail refused: %v", ErrRefundRefused, callErr)
+	}
+	if out == nil {
+		return nil, fmt.Errorf("%w: refund %s was finished by another request", ErrRefundRefused, p.ID)
+	}
+	return out, nil
+}
+
+// reconcileRefunds retries every refund left pending by a crash or an
+// unknown rail answer; the rail is idempotent on the refund id.
+func (s *Service) reconcileRefunds(ctx context.Context) (done, pending int, err error) {
+	var idsPending []string
+	err = s.st.View(ctx, func(r store.Reader) error {
+		it := r.Iterate([]byte(keyRefunding), store.PrefixEnd([]byte(keyRefunding)), false)
+		for it.Next() {
+			idsPending = append(idsPending, string(it.Key()[len(keyRefunding):]))
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, id := range idsPending {
+		var in *Intent
+		if err := s.st.View(ctx, func(r store.Reader) error { var e error; in, e = getIntent(r, id); return e }); err != nil {
+			return done, pending, err
+		}
+		if in.PendingRefund == nil {
+			continue
+		}
+		if _, err := s.refundOnRail(ctx, in, *in.PendingRefund); err != nil && errors.Is(err, ErrRailUnavailable) {
+			pending++
+			continue
+		}
+		done++
+	}
+	return done, pending, nil
+}
