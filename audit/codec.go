@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/countersign/countersign/internal/jcsenc"
 )
 
 // Key layout. Everything the package stores lives under "audit/":
@@ -306,69 +308,34 @@ func appendBody(b []byte, e *Entry) ([]byte, error) {
 		return nil, fmt.Errorf("audit: seq %d exceeds 2^53", e.Seq)
 	}
 	b = append(b, `{"actor":{"id":`...)
-	b = appendJCSString(b, e.Actor.ID)
+	b = jcsenc.AppendString(b, e.Actor.ID)
 	b = append(b, `,"kind":`...)
-	b = appendJCSString(b, e.Actor.Kind)
+	b = jcsenc.AppendString(b, e.Actor.Kind)
 	b = append(b, `},"at":`...)
-	b = appendJCSString(b, e.At)
+	b = jcsenc.AppendString(b, e.At)
 	if len(e.Data) > 0 {
 		b = append(b, `,"data":`...)
 		b = append(b, e.Data...)
 	}
 	if e.IntentID != "" {
 		b = append(b, `,"intentId":`...)
-		b = appendJCSString(b, e.IntentID)
+		b = jcsenc.AppendString(b, e.IntentID)
 	}
 	b = append(b, `,"prev":`...)
-	b = appendJCSString(b, e.Prev)
+	b = jcsenc.AppendString(b, e.Prev)
 	if e.Rationale != "" {
 		b = append(b, `,"rationale":`...)
-		b = appendJCSString(b, e.Rationale)
+		b = jcsenc.AppendString(b, e.Rationale)
 	}
 	if e.RequestID != "" {
 		b = append(b, `,"requestId":`...)
-		b = appendJCSString(b, e.RequestID)
+		b = jcsenc.AppendString(b, e.RequestID)
 	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
 	b = append(b, `,"type":`...)
-	b = appendJCSString(b, e.Type)
+	b = jcsenc.AppendString(b, e.Type)
 	return append(b, '}'), nil
-}
-
-// appendJCSString appends s as an RFC 8785 string (ECMAScript
-// JSON.stringify): '"' and '\' escaped, \b \t \n \f \r in short form, other
-// controls as \u00xx, everything else literal. s must be valid UTF-8.
-func appendJCSString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\r':
-			b = append(b, '\\', 'r')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // scanBody extracts seq and prev from a canonical body in one pass over its
