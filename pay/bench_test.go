@@ -20,6 +20,9 @@ import (
 	"github.com/countersign/countersign/store/pebblestore"
 )
 
+// benchWorkers is how many goroutines pay at once in BenchmarkPayInProcess.
+var benchWorkers = 64
+
 // BenchmarkPayInProcess measures the whole money path embedded in-process:
 // decode, envelope verification (mandate cached), gate, two durable
 // transactions with two signed record entries, a zero-latency fake rail.
@@ -96,7 +99,7 @@ func BenchmarkPayInProcess(b *testing.B) {
 	var failed atomic.Int64
 	b.ResetTimer()
 	start := time.Now()
-	for range 64 {
+	for range benchWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -119,4 +122,8 @@ func BenchmarkPayInProcess(b *testing.B) {
 		b.Fatalf("%d payments did not settle", failed.Load())
 	}
 	b.ReportMetric(float64(b.N)/el.Seconds(), "payments/s")
+	if st := st.Stats(); st.Groups > 0 {
+		b.ReportMetric(float64(st.Txns)/float64(st.Groups), "txn/group")
+		b.ReportMetric(float64(st.Groups)/el.Seconds(), "fsync/s")
+	}
 }

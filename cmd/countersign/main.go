@@ -30,6 +30,7 @@ Commands:
   audit verify       verify the signed record, from a data directory or a server URL
   audit checkpoint   print the record's latest signed checkpoint
   audit bench        append synthetic entries to a data directory (load and crash testing)
+  loadtest           measure POST /pay (load generator and a minimal baseline server)
   version            print the version
 
 Run "countersign <command> -h" for the flags of a command.
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdKeygen(args[1:], stdout, stderr)
 	case "pay":
 		err = cmdPay(ctx, args[1:], stdout, stderr)
+	case "loadtest":
+		err = cmdLoadtest(ctx, args[1:], stdout, stderr)
 	case "agents":
 		err = cmdAgents(ctx, args[1:], stdout, stderr)
 	case "audit":

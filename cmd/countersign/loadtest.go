@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/pebblestore"
+)
+
+const loadtestSynopsis = `loadtest pay|baseline [flags]
+
+  pay       --url URL --sandbox DIR [--n 20000] [--concurrency 64] [--rate R]
+            Pre-signs N payment instructions with the sandbox agent's key and
+            mandate (1 minor unit each, unique idempotency keys), then sends
+            them to POST /pay: closed loop with C workers, or open loop at R
+            requests/s (latency measured from each request's scheduled time,
+            so a slow server cannot hide its queueing). Prints throughput,
+            status counts and latency percentiles.
+  baseline  --addr HOST:PORT --sandbox DIR --data DIR
+            Serves POST /pay with only the irreducible work of a payment:
+            decode, verify the mandate and the intent signature, sign one
+            hash, one durable 2 KB write, a 0.5 KB reply. It is the yardstick
+            the real server's rate is compared with (docs/PERFORMANCE.md).`
+
+func cmdLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "Usage: countersign %s\n", loadtestSynopsis)
+		return errUsage
+	}
+	switch args[0] {
+	case "pay":
+		return cmdLoadPay(ctx, args[1:], stdout, stderr)
+	case "baseline":
+		return cmdLoadBaseline(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "Usage: countersign %s\n", loadtestSynopsis)
+		return errUsage
+	}
+}
+
+// sandboxClient is what a load generator needs from a sandbox directory.
+type sandboxClient struct {
+	key     ed25519.PrivateKey
+	agent   string
+	mandate string
+	bearer  string
+}
+
+func loadSandboxClient(dir string) (*sandboxClient, error) {
+	key, _, err := keyfile.ReadEd25519(filepath.Join(dir, sandboxAgentKey))
+	if err != nil {
+		return nil, err
+	}
+	m, err := os.ReadFile(filepath.Join(dir, sandboxMandate))
+	if err != nil {
+		return nil, err
+	}
+	c, err := os.ReadFile(filepath.Join(dir, sandboxCredential))
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxClient{key: key, agent: hex.EncodeToString(key.Public().(ed25519.PublicKey)),
+		mandate: strings.TrimSpace(string(m)), bearer: "Bearer " + strings.TrimSpace(string(c))}, nil
+}
+
+// presign signs n instructions on all cores.
+func (c *sandboxClient) presign(n int) ([][]byte, error) {
+	run := make([]byte, 6)
+	_, _ = rand.Read(run)
+	prefix := "lt-" + hex.EncodeToString(run) + "-"
+	out := make([][]byte, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				in := &pay.Instruction{
+					IdempotencyKey: fmt.Sprintf("%s%d", prefix, i), Payee: "acct:load.example",
+					Amount: pay.Amount{Minor: 1, Currency: "USD"}, Purpose: "load test",
+					Terms: pay.Terms{Rail: "sandbox-card", Reversibility: gate.Reversible, Finality: gate.FinalityInstant,
+						Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated},
+					Envelope: pay.Envelope{Agent: c.agent, Mandate: c.mandate},
+				}
+				if err := pay.SignInstruction(in, c.key); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				out[i], _ = json.Marshal(in)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("loadtest pay", "loadtest pay --url URL --sandbox DIR [--n N] [--concurrency C] [--rate R]", stderr)
+	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`")
+	sandbox := fs.String("sandbox", "countersign-data/sandbox", "sandbox `directory` (agent key, mandate, credential)")
+	n := fs.Int("n", 20000, "payments to send")
+	conc := fs.Int("concurrency", 64, "concurrent connections")
+	rate := fs.Float64("rate", 0, "open-loop rate in requests/s (0: closed loop)")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	c, err := loadSandboxClient(*sandbox)
+	if err != nil {
+		return err
+	}
+	bodies, err := c.presign(*n)
+	if err != nil {
+		return err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	url := strings.TrimRight(*base, "/") + "/pay"
+
+	lat := make([]time.Duration, *n)
+	status := make([]int, *n)
+	var next atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range *conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= *n || ctx.Err() != nil {
+					return
+				}
+				sched := time.Now()
+				if *rate > 0 {
+					sched = start.Add(time.Duration(float64(i) / *rate * float64(time.Second)))
+					if d := time.Until(sched); d > 0 {
+						time.Sleep(d)
+					}
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(bodies[i]))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", c.bearer)
+				resp, err := client.Do(req)
+				if err != nil {
+					status[i] = -1
+				} else {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					status[i] = resp.StatusCode
+				}
+				lat[i] = time.Since(sched)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	counts := map[int]int{}
+	for _, s := range status {
+		counts[s]++
+	}
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	keys := make([]int, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var sc []string
+	for _, k := range keys {
+		sc = append(sc, fmt.Sprintf("%d×%d", counts[k], k))
+	}
+	mode := fmt.Sprintf("closed loop, %d connections", *conc)
+	if *rate > 0 {
+		mode = fmt.Sprintf("open loop at %.0f/s, up to %d connections", *rate, *conc)
+	}
+	fmt.Fprintf(stdout, "%d requests in %.2fs (%s): %.0f/s; statuses %s; latency p50 %v p99 %v max %v\n",
+		*n, el.Seconds(), mode, float64(*n)/el.Seconds(), strings.Join(sc, " "),
+		pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+	if counts[200] != *n {
+		return errors.New("not every payment settled")
+	}
+	return nil
+}
+
+func cmdLoadBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("loadtest baseline", "loadtest baseline --addr HOST:PORT --sandbox DIR --data DIR", stderr)
+	addr := fs.String("addr", "127.0.0.1:8090", "`host:port` to listen on")
+	sandbox := fs.String("sandbox", "countersign-data/sandbox", "sandbox `directory` (operator keys)")
+	data := fs.String("data", "", "`directory` for the baseline's own store (required)")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *data == "" {
+		fs.Usage()
+		return errUsage
+	}
+	opKeys, err := loadOperatorKeys(filepath.Join(*sandbox, sandboxOperatorSet))
+	if err != nil {
+		return err
+	}
+	// The mandate cache is switched off: the baseline verifies both
+	// signatures on every request.
+	mv, err := pay.NewMandateVerifier(opKeys, &pay.MandateVerifierOptions{CacheSize: -1})
+	if err != nil {
+		return err
+	}
+	st, err := pebblestore.Open(*data, &pebblestore.Options{Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, sign, _ := ed25519.GenerateKey(rand.Reader)
+	pad := bytes.Repeat([]byte("x"), 2048)
+	reply := bytes.Repeat([]byte("y"), 440)
+	var seq atomic.Uint64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		var in pay.Instruction
+		if err := json.Unmarshal(body, &in); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		if _, err := pay.VerifyEnvelope(&in, mv); err != nil {
+			http.Error(w, err.Error(), 403)
+			return
+		}
+		sum := sha256.Sum256(body)
+		sig := ed25519.Sign(sign, sum[:])
+		val := append(append(append([]byte(nil), sig...), sum[:]...), pad...)
+		key := fmt.Appendf(nil, "baseline/%020d", seq.Add(1))
+		if err := st.Update(r.Context(), func(txn store.Txn) error { return txn.Set(key, val[:2048]) }); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q,"sig":%q,"pad":%q}`, key, hex.EncodeToString(sig), reply)
+	})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(quietLogger().Handler(), slog.LevelWarn)}
+	fmt.Fprintf(stdout, "baseline listening on http://%s\n", ln.Addr())
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
