@@ -342,3 +342,58 @@ func (k *Keys) Revoke(ctx context.Context, id string, actor audit.Actor, request
 	}
 	return out, nil
 }
+
+// KeyPage is a page of agent keys, oldest first, never with secrets.
+type KeyPage struct {
+	Data       []Key   `json:"data"`
+	HasMore    bool    `json:"hasMore"`
+	NextCursor *string `json:"nextCursor"`
+}
+
+// ErrBadCursor: a List cursor that this package did not mint.
+var ErrBadCursor = errcode.New("auth.bad_cursor", "auth: malformed cursor")
+
+// List returns a page of agent keys in id (creation) order. cursor is the
+// NextCursor of the previous page, "" for the first; limit is 1 to 100
+// (0 means 20).
+func (k *Keys) List(ctx context.Context, cursor string, limit int) (KeyPage, error) {
+	if limit == 0 {
+		limit = 20
+	}
+	if limit < 1 || limit > 100 {
+		return KeyPage{}, fmt.Errorf("%w: limit must be 1 to 100", ErrBadRequest)
+	}
+	lower := []byte(keyPrefix)
+	if cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || !ids.Valid(ids.AgentKey, string(after)) {
+			return KeyPage{}, ErrBadCursor
+		}
+		lower = append([]byte(keyPrefix+string(after)), 0)
+	}
+	page := KeyPage{Data: []Key{}}
+	err := k.st.View(ctx, func(r store.Reader) error {
+		it := r.Iterate(lower, store.PrefixEnd([]byte(keyPrefix)), false)
+		defer it.Close()
+		for it.Next() {
+			if len(page.Data) == limit {
+				page.HasMore = true
+				break
+			}
+			var sk storedKey
+			if err := json.Unmarshal(it.Value(), &sk); err != nil {
+				return fmt.Errorf("auth: key %s: %w", it.Key(), err)
+			}
+			page.Data = append(page.Data, sk.Key)
+		}
+		return it.Err()
+	})
+	if err != nil {
+		return KeyPage{}, err
+	}
+	if page.HasMore {
+		c := base64.RawURLEncoding.EncodeToString([]byte(page.Data[len(page.Data)-1].ID))
+		page.NextCursor = &c
+	}
+	return page, nil
+}

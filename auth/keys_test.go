@@ -141,3 +141,37 @@ func TestCreateValidates(t *testing.T) {
 		})
 	}
 }
+
+func TestList(t *testing.T) {
+	ctx := context.Background()
+	keys, _, _ := newKeys(t)
+	var created []string
+	for i := range 5 {
+		iss, err := keys.Create(ctx, CreateRequest{Name: "k" + string(rune('a'+i)), AgentIDs: []string{agentID(t)}}, operator, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, iss.ID)
+	}
+	var got []string
+	cursor := ""
+	for {
+		page, err := keys.List(ctx, cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range page.Data {
+			got = append(got, k.ID)
+		}
+		if !page.HasMore {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	if strings.Join(got, ",") != strings.Join(created, ",") {
+		t.Fatalf("listed %v, created %v", got, created)
+	}
+	if _, err := keys.List(ctx, "bogus!", 2); !errors.Is(err, ErrBadCursor) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+}

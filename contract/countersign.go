@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/pay"
 )
 
@@ -117,6 +118,98 @@ func Operations() []Operation {
 			Problems:    []string{CodeIntentNotFound, CodeAuditBadCursor, CodeAuthMissing, CodeAuthInvalid, CodeUnavailable},
 		},
 		{
+			ID: "operator.approve", Method: "POST", Path: "/operator/approve",
+			Summary: "Approve a held payment",
+			Description: "Records one operator's approval of a held payment, with the challenge from its 202 answer. " +
+				"When the mandate's number of distinct operators have approved, the payment settles and the Receipt is " +
+				"returned (200); otherwise 202 says how many approvals it has. Irreversible or large payments need " +
+				"acknowledged: true. The kill switch, the mandate's revocation and expiry are checked again first.",
+			Credential: CredentialOperator,
+			Body:       reflect.TypeFor[pay.ApproveRequest](),
+			Responses: []Response{
+				JSON(200, "Approved and settled: the Receipt.", reflect.TypeFor[pay.Receipt]()),
+				JSON(202, "Approval recorded; more are needed, or acknowledged: true is.", reflect.TypeFor[pay.Held]()),
+			},
+			Problems: []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeIntentNotFound, CodeApprovalExpired,
+				CodeApprovalMismatch, CodeApprovalNotPending, CodeIntentUnauthorized, CodeSettlementFrozen, CodeRailUnavailable,
+				CodePaymentDeclined, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
+			ID: "operator.refund", Method: "POST", Path: "/operator/refund",
+			Summary: "Refund a settled payment",
+			Description: "Returns all that remains of a settled payment, or amountMinor of it. Refunds never add up to more " +
+				"than the settled amount; an irreversible rail refuses.",
+			Credential: CredentialOperator,
+			Body:       reflect.TypeFor[pay.RefundRequest](),
+			Responses:  []Response{JSON(200, "Refunded.", reflect.TypeFor[pay.RefundResult]())},
+			Problems: []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeIntentNotFound, CodeRefundRefused,
+				CodeRefundExceeds, CodeSettlementFrozen, CodeRailUnavailable, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
+			ID: "operator.kill_switch", Method: "POST", Path: "/operator/kill-switch",
+			Summary:     "Freeze or release settlement",
+			Description: "While engaged nothing settles: payments, approvals and refunds answer 503 settlement.frozen. Returns the live state.",
+			Credential:  CredentialOperator,
+			Body:        reflect.TypeFor[KillSwitchRequest](),
+			Responses:   []Response{JSON(200, "The live state of the controls.", reflect.TypeFor[pay.Control]())},
+			Problems:    []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
+			ID: "operator.breaker_reset", Method: "POST", Path: "/operator/circuit-breaker/reset",
+			Summary:     "Reset the tripped circuit breaker",
+			Description: "Closes a tripped breaker so allowed payments settle again without approval. Resetting a closed breaker is 409 breaker.not_tripped.",
+			Credential:  CredentialOperator,
+			Body:        reflect.TypeFor[RationaleRequest](),
+			Responses:   []Response{JSON(200, "The live state of the controls.", reflect.TypeFor[pay.Control]())},
+			Problems:    []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeBreakerNotTripped, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
+			ID: "operator.approvals", Method: "GET", Path: "/operator/approvals",
+			Summary:     "Payments waiting for approval",
+			Description: "Lists held payments, oldest first, with amounts, payees, the gate's reasons, approvals so far and age.",
+			Credential:  CredentialOperator,
+			Params:      reflect.TypeFor[PageParams](),
+			Responses:   []Response{JSON(200, "A page of held payments.", reflect.TypeFor[pay.HeldPage]())},
+			Problems:    []string{CodeOperatorUnauthorized, CodeAuditBadCursor, CodeUnavailable},
+		},
+		{
+			ID: "operator.agents.create", Method: "POST", Path: "/operator/agents",
+			Summary:     "Issue an agent credential",
+			Description: "Issues an agent key that may act for the listed agent ids (hex Ed25519 public keys). The credential is in this answer only; the server keeps its hash. With jkt the key is bound to a DPoP key.",
+			Credential:  CredentialOperator,
+			Body:        reflect.TypeFor[AgentCreateRequest](),
+			Responses:   []Response{JSON(201, "The key and, this once, its credential.", reflect.TypeFor[auth.Issued]())},
+			Problems:    []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeAuthBadRequest, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
+			ID: "operator.agents.list", Method: "GET", Path: "/operator/agents",
+			Summary:     "List agent keys",
+			Description: "Lists agent keys in creation order, revoked ones included. Secrets are never shown.",
+			Credential:  CredentialOperator,
+			Params:      reflect.TypeFor[PageParams](),
+			Responses:   []Response{JSON(200, "A page of agent keys.", reflect.TypeFor[auth.KeyPage]())},
+			Problems:    []string{CodeOperatorUnauthorized, CodeAuthBadCursor, CodeUnavailable},
+		},
+		{
+			ID: "operator.agents.revoke", Method: "DELETE", Path: "/operator/agents/{id}",
+			Summary:     "Revoke an agent key",
+			Description: "Revokes the key at once: every later request with it is refused. A DELETE has no body, so the rationale is a query parameter (covered by the operator signature like the rest of the URL).",
+			Credential:  CredentialOperator,
+			Params:      reflect.TypeFor[AgentRevokeParams](),
+			Responses:   []Response{JSON(200, "The revoked key.", reflect.TypeFor[auth.Key]())},
+			Problems:    []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeAuthKeyNotFound, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
+			ID: "mandate.revoke", Method: "POST", Path: "/protocol/mandate/revoke",
+			Summary: "Revoke a mandate",
+			Description: "Protocol surface, override class. Revokes a mandate for good: every later payment under it is " +
+				"refused (intent.unauthorized, reason mandate_revoked) and payments held under it can no longer be approved.",
+			Credential: CredentialOperator,
+			Body:       reflect.TypeFor[MandateRevokeRequest](),
+			Responses:  []Response{JSON(200, "The revocation.", reflect.TypeFor[pay.Revocation]())},
+			Problems:   []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeIntentMalformed, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
+		},
+		{
 			ID: "openapi.get", Method: "GET", Path: "/openapi.json",
 			Summary:     "This OpenAPI document",
 			Description: "The live contract, generated from the same model as the routes; the authority on the current operation list.",
@@ -163,6 +256,44 @@ type IntentEventsParams struct {
 	ID     string `path:"id" validate:"required,max=64" doc:"The intent id (int_...)."`
 	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page."`
 	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Entries per page, 1 to 100."`
+}
+
+// PageParams are the paging parameters of operator lists.
+type PageParams struct {
+	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page."`
+	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Items per page, 1 to 100."`
+}
+
+// AgentRevokeParams are the parameters of operator.agents.revoke.
+type AgentRevokeParams struct {
+	ID        string `path:"id" validate:"required,max=64" doc:"The agent key id (ak_...)."`
+	Rationale string `query:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// RationaleRequest is the body of operator actions that need nothing but
+// the operator's reason.
+type RationaleRequest struct {
+	Rationale string `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// KillSwitchRequest is the body of operator.kill_switch.
+type KillSwitchRequest struct {
+	Engaged   *bool  `json:"engaged" validate:"required" doc:"true freezes all settlement, false releases it."`
+	Rationale string `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// AgentCreateRequest is the body of operator.agents.create.
+type AgentCreateRequest struct {
+	Name      string   `json:"name" validate:"required,max=100" doc:"A name for people reading the record."`
+	AgentIDs  []string `json:"agentIds" validate:"required,min=1,max=100,dive,len=64,hexadecimal" doc:"Agent ids (64 lowercase hex Ed25519 public keys) the key may act for."`
+	JKT       string   `json:"jkt,omitempty" validate:"omitempty,len=43" doc:"Bind the key to this DPoP JWK thumbprint (RFC 7638, SHA-256, base64url)."`
+	Rationale string   `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// MandateRevokeRequest is the body of mandate.revoke.
+type MandateRevokeRequest struct {
+	MandateID string `json:"mandateId" validate:"required,max=128" doc:"The mandate's id (its jti claim)."`
+	Rationale string `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
 }
 
 // AuditEntryParams are the parameters of audit.entry.

@@ -156,6 +156,15 @@ func ExampleModel_OpenAPI() {
 	// POST /pay pay.create agent
 	// GET /intents/{id} intents.get agent
 	// GET /intents/{id}/events intents.events agent
+	// POST /operator/approve operator.approve operator
+	// POST /operator/refund operator.refund operator
+	// POST /operator/kill-switch operator.kill_switch operator
+	// POST /operator/circuit-breaker/reset operator.breaker_reset operator
+	// GET /operator/approvals operator.approvals operator
+	// POST /operator/agents operator.agents.create operator
+	// GET /operator/agents operator.agents.list operator
+	// DELETE /operator/agents/{id} operator.agents.revoke operator
+	// POST /protocol/mandate/revoke mandate.revoke operator
 	// GET /openapi.json openapi.get none
 	// GET /healthz health.get none
 	// GET /problems/{code} problems.get none

@@ -88,6 +88,14 @@ const (
 	CodeOperatorRationaleTooShort    = "operator.rationale_too_short"
 	CodeRefundRefused                = "refund.refused"
 	CodePaymentDeclined              = "payment.declined"
+	CodeApprovalExpired              = "approval.expired"
+	CodeApprovalMismatch             = "approval.mismatch"
+	CodeApprovalNotPending           = "approval.not_pending"
+	CodeRefundExceeds                = "refund.exceeds"
+	CodeBreakerNotTripped            = "breaker.not_tripped"
+	CodeAuthBadRequest               = "auth.bad_request"
+	CodeAuthBadCursor                = "auth.bad_cursor"
+	CodeAuthKeyNotFound              = "auth.key_not_found"
 	CodeIntentNotFound               = "intent.not_found"
 	CodeIdempotencyKeyHeaderMismatch = "idempotency.key_mismatch"
 )
@@ -233,6 +241,25 @@ func Problems() []ProblemType {
 			Description: "The rail declined the payment and no money moved; the intent is failed and its " +
 				"reservation released. declineCode says why. A new instruction (new idempotencyKey) may be sent " +
 				"once the cause is fixed; repeating this one answers the same decline."},
+		{Code: CodeApprovalExpired, Status: 409, Title: "Approval window passed", Action: ActionStop,
+			Description: "The payment waited longer than its approval window; it is expired and its reservation released. " +
+				"The agent must send a new instruction if the payment is still wanted."},
+		{Code: CodeApprovalMismatch, Status: 409, Title: "Challenge or mandate mismatch", Action: ActionFixRequest,
+			Description: "The challenge or mandateId does not match the held payment. Use exactly the challenge and mandateId " +
+				"of the payment's 202 answer."},
+		{Code: CodeApprovalNotPending, Status: 409, Title: "Not waiting for approval", Action: ActionStop,
+			Description: "The payment is not held for approval (it settled, failed, was denied or expired). Read the intent for its status."},
+		{Code: CodeRefundExceeds, Status: 422, Title: "Refund exceeds the payment", Action: ActionFixRequest,
+			Description: "Refunds of a payment may not add up to more than the settled amount. Ask for at most the remaining amount."},
+		{Code: CodeBreakerNotTripped, Status: 409, Title: "Breaker not tripped", Action: ActionStop,
+			Description: "The circuit breaker is closed; there is nothing to reset."},
+		{Code: CodeAuthBadRequest, Status: 400, Title: "Invalid key request", Action: ActionFixRequest,
+			Description: "The agent key request is not valid: a name of 1 to 100 characters and 1 to 100 agent ids of 64 " +
+				"lowercase hex characters are needed; a jkt must be a base64url SHA-256 JWK thumbprint."},
+		{Code: CodeAuthBadCursor, Status: 400, Title: "Bad cursor", Action: ActionFixRequest,
+			Description: "The cursor was not issued by this list. Pass exactly the nextCursor of a previous page."},
+		{Code: CodeAuthKeyNotFound, Status: 404, Title: "No such agent key", Action: ActionFixRequest,
+			Description: "No agent key has this id."},
 		{Code: CodeIntentNotFound, Status: 404, Title: "No such intent", Action: ActionFixRequest,
 			Description: "No intent with this id exists for the calling agent key. Intents are visible only to the " +
 				"agent key that created them."},

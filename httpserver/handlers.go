@@ -26,9 +26,19 @@ func (s *server) endpoints() map[string]endpoint {
 		"pay.create":        rawEndpoint(s.payCreate),
 		"intents.get":       jsonEndpoint(s.intentGet),
 		"intents.events":    jsonEndpoint(s.intentEvents),
-		"openapi.get":       rawEndpoint(s.openAPI),
-		"health.get":        jsonEndpoint(s.health),
-		"problems.get":      rawEndpoint(s.problemPage),
+
+		"operator.approve":       rawEndpoint(s.opApprove),
+		"operator.refund":        jsonEndpoint(s.opRefund),
+		"operator.kill_switch":   jsonEndpoint(s.opKillSwitch),
+		"operator.breaker_reset": jsonEndpoint(s.opBreakerReset),
+		"operator.approvals":     jsonEndpoint(s.opApprovals),
+		"operator.agents.create": rawEndpoint(s.opAgentsCreate),
+		"operator.agents.list":   jsonEndpoint(s.opAgentsList),
+		"operator.agents.revoke": jsonEndpoint(s.opAgentsRevoke),
+		"mandate.revoke":         jsonEndpoint(s.opMandateRevoke),
+		"openapi.get":            rawEndpoint(s.openAPI),
+		"health.get":             jsonEndpoint(s.health),
+		"problems.get":           rawEndpoint(s.problemPage),
 	}
 }
 

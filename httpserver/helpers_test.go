@@ -19,6 +19,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
@@ -348,3 +349,58 @@ func (fakePayments) IntentEvents(context.Context, pay.Caller, string, string, in
 
 var testTerms = pay.Terms{Rail: "sandbox-card", Reversibility: gate.Reversible, Finality: gate.FinalityInstant,
 	Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated}
+
+// allowOperator accepts every operator request as op-test.
+type allowOperator struct{}
+
+func (allowOperator) VerifyOperator(*http.Request, string, []byte) (Operator, error) {
+	return Operator{KeyID: "op-test"}, nil
+}
+
+// fakeOperations answers the operator actions with well-formed values; an
+// approval of intent "held" is held.
+type fakeOperations struct{}
+
+func (fakeOperations) Approve(ctx context.Context, req pay.ApproveRequest, call pay.OperatorCall) (*pay.Result, error) {
+	if req.IntentID == "held" {
+		return fakePayments{}.Pay(ctx, pay.Caller{}, []byte(`{"IdempotencyKey":"held"}`), "", call.RequestID)
+	}
+	return fakePayments{}.Pay(ctx, pay.Caller{}, []byte(`{"IdempotencyKey":"k"}`), "", call.RequestID)
+}
+
+func (fakeOperations) Refund(_ context.Context, req pay.RefundRequest, _ pay.OperatorCall) (*pay.RefundResult, error) {
+	return &pay.RefundResult{IntentID: req.IntentID, RefundID: "rf_1", RefundedMinor: 5, RemainingMinor: 0, Status: pay.StatusRefunded, AuditSeq: 9}, nil
+}
+
+func (fakeOperations) SetKillSwitch(_ context.Context, engaged bool, _ pay.OperatorCall) (pay.Control, error) {
+	return pay.Control{KillSwitchEngaged: engaged, ChangedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}, nil
+}
+
+func (fakeOperations) ResetBreaker(context.Context, pay.OperatorCall) (pay.Control, error) {
+	return pay.Control{ChangedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}, nil
+}
+
+func (fakeOperations) Held(context.Context, string, int) (pay.HeldPage, error) {
+	return pay.HeldPage{Data: []pay.HeldIntent{}}, nil
+}
+
+func (fakeOperations) RevokeMandate(_ context.Context, id string, call pay.OperatorCall) (pay.Revocation, error) {
+	return pay.Revocation{MandateID: id, RevokedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), Operator: call.Operator, Rationale: call.Rationale}, nil
+}
+
+// fakeAgentKeys answers agent key management with fixed keys.
+type fakeAgentKeys struct{}
+
+var fakeKey = auth.Key{ID: "ak_1", Name: "bot", AgentIDs: []string{strings.Repeat("ab", 32)}, CreatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
+
+func (fakeAgentKeys) Create(context.Context, auth.CreateRequest, audit.Actor, string) (auth.Issued, error) {
+	return auth.Issued{Key: fakeKey, Credential: "svc_ak_1_secret"}, nil
+}
+
+func (fakeAgentKeys) List(context.Context, string, int) (auth.KeyPage, error) {
+	return auth.KeyPage{Data: []auth.Key{fakeKey}}, nil
+}
+
+func (fakeAgentKeys) Revoke(context.Context, string, audit.Actor, string, string) (auth.Key, error) {
+	return fakeKey, nil
+}

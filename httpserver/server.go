@@ -111,6 +111,12 @@ type Config struct {
 	// Payments is the money path. Nil: payment operations answer 500
 	// (a server built without it must not pretend to take payments).
 	Payments Payments
+	// Operations are the operator's actions on the money path. Nil: those
+	// operations answer 500.
+	Operations Operations
+	// AgentKeys manages agent credentials for the operator. Nil: those
+	// operations answer 500.
+	AgentKeys AgentKeys
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -119,16 +125,18 @@ var errNoOperatorKeys = errcode.New(contract.CodeOperatorUnauthorized,
 	"httpserver: this server has no operator keys configured, so no operator signature can be accepted")
 
 type server struct {
-	model     *contract.Model
-	log       *slog.Logger
-	now       func() time.Time
-	baseURL   string
-	maxBody   int64
-	sandbox   bool
-	audit     AuditLog
-	auth      Authenticator
-	operators OperatorVerifier
-	payments  Payments
+	model      *contract.Model
+	log        *slog.Logger
+	now        func() time.Time
+	baseURL    string
+	maxBody    int64
+	sandbox    bool
+	audit      AuditLog
+	auth       Authenticator
+	operators  OperatorVerifier
+	payments   Payments
+	operations Operations
+	agentKeys  AgentKeys
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -154,7 +162,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 	s := &server{
 		model: cfg.Model, log: cfg.Logger, now: cfg.Now, maxBody: cfg.MaxBodyBytes,
 		sandbox: cfg.Sandbox, audit: cfg.Audit, auth: cfg.Authenticator, operators: cfg.Operators,
-		payments: cfg.Payments,
+		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
 	}
 	if s.model == nil {
 		s.model = contract.New()

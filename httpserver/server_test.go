@@ -45,6 +45,16 @@ func realRouteCases() []routeCase {
 		{op: "pay.create", method: "POST", target: "/pay", body: `{"idempotencyKey":"k"}`, status: 200, media: contract.MediaJSON},
 		{op: "pay.create", method: "POST", target: "/pay", body: `{"idempotencyKey":"held"}`, status: 202, media: contract.MediaJSON},
 		{op: "intents.get", target: "/intents/int_1", status: 200, media: contract.MediaJSON},
+		{op: "operator.approve", method: "POST", target: "/operator/approve", body: `{"intentId":"int_1","challenge":"c","mandateId":"m","rationale":"routine check by ops","acknowledged":true}`, status: 200, media: contract.MediaJSON},
+		{op: "operator.approve", method: "POST", target: "/operator/approve", body: `{"intentId":"held","challenge":"c","mandateId":"m","rationale":"routine check by ops"}`, status: 202, media: contract.MediaJSON},
+		{op: "operator.refund", method: "POST", target: "/operator/refund", body: `{"intentId":"int_1","amountMinor":5,"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
+		{op: "operator.kill_switch", method: "POST", target: "/operator/kill-switch", body: `{"engaged":true,"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
+		{op: "operator.breaker_reset", method: "POST", target: "/operator/circuit-breaker/reset", body: `{"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
+		{op: "operator.approvals", target: "/operator/approvals?limit=5", status: 200, media: contract.MediaJSON},
+		{op: "operator.agents.create", method: "POST", target: "/operator/agents", body: `{"name":"bot","agentIds":["` + strings.Repeat("ab", 32) + `"],"rationale":"routine check by ops"}`, status: 201, media: contract.MediaJSON},
+		{op: "operator.agents.list", target: "/operator/agents", status: 200, media: contract.MediaJSON},
+		{op: "operator.agents.revoke", method: "DELETE", target: "/operator/agents/ak_1?rationale=key+leaked+in+logs", status: 200, media: contract.MediaJSON},
+		{op: "mandate.revoke", method: "POST", target: "/protocol/mandate/revoke", body: `{"mandateId":"m","rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "intents.events", target: "/intents/int_1/events?limit=5", status: 200, media: contract.MediaJSON},
 		{op: "openapi.get", target: "/openapi.json", status: 200, media: contract.MediaJSON},
 		{op: "health.get", target: "/healthz", status: 200, media: contract.MediaJSON, check: func(t *testing.T, b []byte) {
@@ -111,7 +121,7 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 
 func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}})
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}})
 	cases := realRouteCases()
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
@@ -184,7 +194,7 @@ func TestRoutesRealLog(t *testing.T) {
 		}
 	}
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}})
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}})
 	runRouteCases(t, ts, m, realRouteCases())
 
 	// The served entry and proof verify with the record's key alone.

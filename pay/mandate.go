@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"container/list"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -19,8 +16,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/operator"
 	"github.com/lestrrat-go/jwx/v3/jwa"
-	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 )
 
@@ -366,7 +363,7 @@ func SignMandate(c MandateClaims, key crypto.Signer, kid string) (string, error)
 	if key == nil {
 		return "", errors.New("pay: sign mandate: no key")
 	}
-	alg, err := algForKey(key.Public())
+	alg, err := operator.AlgForKey(key.Public())
 	if err != nil {
 		return "", fmt.Errorf("pay: sign mandate: %w", err)
 	}
@@ -391,72 +388,15 @@ func SignMandate(c MandateClaims, key crypto.Signer, kid string) (string, error)
 	return string(tok), nil
 }
 
-// algForKey returns the only alg a public key may verify: EdDSA for
-// Ed25519, ES256 for P-256.
-func algForKey(pub crypto.PublicKey) (jwa.SignatureAlgorithm, error) {
-	switch k := pub.(type) {
-	case ed25519.PublicKey:
-		if len(k) == ed25519.PublicKeySize {
-			return jwa.EdDSA(), nil
-		}
-	case *ecdsa.PublicKey:
-		if k != nil && k.Curve == elliptic.P256() {
-			return jwa.ES256(), nil
-		}
-	}
-	return jwa.EmptySignatureAlgorithm(), fmt.Errorf("want an Ed25519 or P-256 key, not %T", pub)
-}
-
 func validKeyID(kid string) bool {
 	return kid != "" && len(kid) <= MaxKeyIDLen && visibleASCII(kid)
 }
 
-// OperatorKey is a public key the server trusts to issue mandates.
-type OperatorKey struct {
-	// KeyID is the key's kid: 1 to 128 bytes of visible ASCII, unique.
-	KeyID string
-	// Public is an ed25519.PublicKey or a *ecdsa.PublicKey on P-256.
-	Public crypto.PublicKey
-}
-
-// OperatorKeysFromSet converts the server's operator JWK Set (DESIGN §5)
-// to OperatorKeys. Every key must have a kid, be an OKP Ed25519 or EC
-// P-256 public key, and if it states "use" or "alg" they must be "sig" and
-// EdDSA or ES256 (matching the key type). A private key in the set is an
-// error: the server holds public keys only, and a private key there means
-// it has leaked.
-func OperatorKeysFromSet(set jwk.Set) ([]OperatorKey, error) {
-	if set == nil || set.Len() == 0 {
-		return nil, errors.New("pay: operator keys: the set is empty")
-	}
-	out := make([]OperatorKey, 0, set.Len())
-	for i := range set.Len() {
-		k, _ := set.Key(i)
-		kid, ok := k.KeyID()
-		if !ok || kid == "" {
-			return nil, fmt.Errorf("pay: operator keys: key %d has no kid", i)
-		}
-		if priv, err := jwk.IsPrivateKey(k); err == nil && priv {
-			return nil, fmt.Errorf("pay: operator keys: key %q is a private key; the server must hold public keys only", kid)
-		}
-		if use, ok := k.KeyUsage(); ok && use != "" && use != jwk.ForSignature.String() {
-			return nil, fmt.Errorf("pay: operator keys: key %q has use %q, want sig", kid, use)
-		}
-		var raw any
-		if err := jwk.Export(k, &raw); err != nil {
-			return nil, fmt.Errorf("pay: operator keys: key %q: %w", kid, err)
-		}
-		alg, err := algForKey(raw)
-		if err != nil {
-			return nil, fmt.Errorf("pay: operator keys: key %q: %w", kid, err)
-		}
-		if a, ok := k.Algorithm(); ok && a.String() != alg.String() {
-			return nil, fmt.Errorf("pay: operator keys: key %q states alg %s, want %s", kid, a, alg)
-		}
-		out = append(out, OperatorKey{KeyID: kid, Public: raw})
-	}
-	return out, nil
-}
+// OperatorKey is a public key the server trusts to issue mandates; the
+// operator package owns the type and the JWK Set parser
+// ([operator.KeysFromSet]), so one key set serves mandates and Svc-Operator
+// signatures alike.
+type OperatorKey = operator.PublicKey
 
 // MandateVerifierOptions configures a [MandateVerifier]. The zero value
 // gives the defaults.
@@ -526,7 +466,7 @@ func NewMandateVerifier(keys []OperatorKey, opts *MandateVerifierOptions) (*Mand
 		if _, dup := v.keys[k.KeyID]; dup {
 			return nil, fmt.Errorf("pay: mandate verifier: kid %q given twice", k.KeyID)
 		}
-		alg, err := algForKey(k.Public)
+		alg, err := operator.AlgForKey(k.Public)
 		if err != nil {
 			return nil, fmt.Errorf("pay: mandate verifier: key %q: %w", k.KeyID, err)
 		}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
-	"github.com/lestrrat-go/jwx/v3/jwk"
 )
 
 func ExampleSignMandate() {
@@ -101,20 +100,6 @@ func ExampleNewMandateVerifier() {
 	}, nil)
 	fmt.Println(err)
 	// Output: <nil>
-}
-
-func ExampleOperatorKeysFromSet() {
-	set, err := jwk.Parse([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"op-alice",` +
-		`"x":"iojj3XQJ8ZX9UtstPLpdcspnCb8dlBIb83SIAbQPb1w"}]}`))
-	if err != nil {
-		log.Fatal(err)
-	}
-	keys, err := pay.OperatorKeysFromSet(set)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("%s %T\n", keys[0].KeyID, keys[0].Public)
-	// Output: op-alice ed25519.PublicKey
 }
 
 func ExampleMandateClaims_Validate() {

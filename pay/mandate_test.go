@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/operator"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -412,7 +413,7 @@ func TestOperatorKeysFromSet(t *testing.T) {
 	}
 	ed := seedKey(1)
 
-	keys, err := OperatorKeysFromSet(set(
+	keys, err := operator.KeysFromSet(set(
 		pubJWK(ed.Public(), jwk.KeyIDKey, "op-alice", jwk.KeyUsageKey, "sig", jwk.AlgorithmKey, "EdDSA"),
 		pubJWK(&ec.PublicKey, jwk.KeyIDKey, "op-bob"),
 	))
@@ -438,12 +439,12 @@ func TestOperatorKeysFromSet(t *testing.T) {
 		"RSA":          set(pubJWK(&rsaKey.PublicKey, jwk.KeyIDKey, "op")),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if keys, err := OperatorKeysFromSet(s); err == nil {
+			if keys, err := operator.KeysFromSet(s); err == nil {
 				t.Fatalf("accepted %+v", keys)
 			}
 		})
 	}
-	if _, err := OperatorKeysFromSet(nil); err == nil {
+	if _, err := operator.KeysFromSet(nil); err == nil {
 		t.Error("accepted a nil set")
 	}
 }

@@ -248,16 +248,16 @@ func cmdLoadBaseline(ctx context.Context, args []string, stdout, stderr io.Write
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil {
-			http.Error(w, err.Error(), 400)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		var in pay.Instruction
 		if err := json.Unmarshal(body, &in); err != nil {
-			http.Error(w, err.Error(), 400)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		if _, err := pay.VerifyEnvelope(&in, mv); err != nil {
-			http.Error(w, err.Error(), 403)
+			http.Error(w, err.Error(), http.StatusForbidden)
 			return
 		}
 		sum := sha256.Sum256(body)
@@ -265,7 +265,7 @@ func cmdLoadBaseline(ctx context.Context, args []string, stdout, stderr io.Write
 		val := append(append(append([]byte(nil), sig...), sum[:]...), pad...)
 		key := fmt.Appendf(nil, "baseline/%020d", seq.Add(1))
 		if err := st.Update(r.Context(), func(txn store.Txn) error { return txn.Set(key, val[:2048]) }); err != nil {
-			http.Error(w, err.Error(), 500)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/settle/fake"
 )
@@ -138,20 +139,8 @@ func publicSet(key crypto.Signer, kid string) ([]byte, error) {
 }
 
 // loadOperatorKeys reads the JWK Set of trusted operator public keys.
-func loadOperatorKeys(path string) ([]pay.OperatorKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("operator keys: %w", err)
-	}
-	set, err := jwk.Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("operator keys %s: %w", path, err)
-	}
-	keys, err := pay.OperatorKeysFromSet(set)
-	if err != nil {
-		return nil, fmt.Errorf("operator keys %s: %w", path, err)
-	}
-	return keys, nil
+func loadOperatorKeys(path string) ([]operator.PublicKey, error) {
+	return operator.ReadKeySet(path)
 }
 
 // writeSandboxFiles writes the files that describe the running server into

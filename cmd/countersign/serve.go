@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/httpserver"
+	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
@@ -106,6 +107,7 @@ type server struct {
 	store  *pebblestore.Store
 	log    *audit.Log
 	pay    *pay.Service
+	ops    *operator.Verifier
 	http   *http.Server
 
 	stop context.CancelFunc // stops the background work
@@ -166,6 +168,15 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err != nil {
 		return nil, err
 	}
+	opVerifier, err := operator.NewVerifier(st, opKeys, baseURL, &operator.VerifierOptions{
+		Logger: logger,
+		OnRefused: func(ctx context.Context, r *http.Request, operationID string, reason operator.Reason, keyID string) {
+			recordOperatorRefusal(ctx, lg, logger, r, operationID, reason, keyID)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	mandates, err := pay.NewMandateVerifier(opKeys, nil)
 	if err != nil {
 		return nil, err
@@ -209,7 +220,10 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		Model:         model,
 		Audit:         lg,
 		Authenticator: httpserver.BearerAuthenticator{Keys: keys},
+		Operators:     httpserver.OperatorAuth{Verifier: opVerifier},
 		Payments:      svc,
+		Operations:    svc,
+		AgentKeys:     keys,
 	})
 	if err != nil {
 		return nil, err
@@ -230,6 +244,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		store:  st,
 		log:    lg,
 		pay:    svc,
+		ops:    opVerifier,
 		stop:   stop,
 		http: &http.Server{
 			Handler:           h,
@@ -264,9 +279,33 @@ func (s *server) maintain(ctx context.Context) {
 		if _, err := s.pay.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "approval expiry", slog.Any("error", err))
 		}
+		if _, err := s.ops.SweepNonces(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "operator nonce sweep", slog.Any("error", err))
+		}
 		if _, err := s.pay.SweepIdempotency(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "idempotency sweep", slog.Any("error", err))
 		}
+	}
+}
+
+// recordOperatorRefusal writes an operator.refused entry for a request
+// whose Svc-Operator signature was refused: who it claimed to be, what it
+// tried, and why it was refused — never its body. The claimed key id is
+// unauthenticated.
+func recordOperatorRefusal(ctx context.Context, lg *audit.Log, logger *slog.Logger, r *http.Request, operationID string, reason operator.Reason, keyID string) {
+	data, _ := json.Marshal(map[string]string{
+		"operationId": operationID, "method": r.Method, "path": r.URL.EscapedPath(),
+		"reason": string(reason), "claimedKeyId": keyID,
+	})
+	err := lg.Update(context.WithoutCancel(ctx), func(txn store.Txn) error {
+		_, err := lg.Append(txn, audit.Record{
+			Type: "operator.refused", RequestID: httpserver.RequestID(ctx),
+			Actor: audit.Actor{Kind: "system", ID: "operator-verifier"}, Data: data,
+		})
+		return err
+	})
+	if err != nil {
+		logger.ErrorContext(ctx, "recording a refused operator request", slog.Any("error", err))
 	}
 }
 
