@@ -93,7 +93,7 @@ func (s *Service) SetKillSwitch(ctx context.Context, engaged bool, call Operator
 			return err
 		}
 		c.KillSwitchEngaged = engaged
-		c.ChangedAt = s.now()
+		c.ChangedAt = s.now().UTC().Truncate(time.Microsecond)
 		rec, err := call.record("operator.kill_switch", "", map[string]bool{"engaged": engaged})
 		if err != nil {
 			return err
@@ -127,7 +127,7 @@ func (s *Service) ResetBreaker(ctx context.Context, call OperatorCall) (Control,
 			return err
 		}
 		c.CircuitBreakerOpen, c.BreakerReason, c.ConsecutiveFails = false, "", 0
-		c.ChangedAt = s.now()
+		c.ChangedAt = s.now().UTC().Truncate(time.Microsecond)
 		if _, err := s.log.Append(txn, rec); err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func (s *Service) tripBreaker(txn store.Txn, c *Control, reason string, requestI
 	if c.CircuitBreakerOpen {
 		return nil
 	}
-	c.CircuitBreakerOpen, c.BreakerReason, c.ChangedAt = true, reason, s.now()
+	c.CircuitBreakerOpen, c.BreakerReason, c.ChangedAt = true, reason, s.now().UTC().Truncate(time.Microsecond)
 	data, _ := json.Marshal(map[string]string{"reason": reason})
 	if _, err := s.log.Append(txn, audit.Record{
 		Type: "breaker.tripped", RequestID: requestID,
@@ -198,7 +198,7 @@ func (s *Service) RevokeMandate(ctx context.Context, mandateID string, call Oper
 		if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		out = Revocation{MandateID: mandateID, RevokedAt: s.now(), Operator: call.Operator, Rationale: call.Rationale}
+		out = Revocation{MandateID: mandateID, RevokedAt: s.now().UTC().Truncate(time.Microsecond), Operator: call.Operator, Rationale: call.Rationale}
 		v, err := json.Marshal(out)
 		if err != nil {
 			return err

@@ -76,15 +76,17 @@ type Links struct {
 // shown here once and stored only as a hash; the operator's approval must
 // present it.
 type Held struct {
-	IntentID          string        `json:"intentId"`
-	Status            Status        `json:"status"`
-	Decision          gate.Decision `json:"decision"`
-	Challenge         string        `json:"challenge"`
-	MandateID         string        `json:"mandateId"`
-	ApprovalsRequired int           `json:"approvalsRequired"`
-	ApprovalsReceived int           `json:"approvalsReceived"`
-	ExpiresAt         time.Time     `json:"expiresAt"`
-	Links             Links         `json:"links"`
+	IntentID string        `json:"intentId"`
+	Status   Status        `json:"status"`
+	Decision gate.Decision `json:"decision"`
+	// Challenge is shown once, in the 202 answer to the payment request;
+	// an approval that is still short of approvals does not repeat it.
+	Challenge         string    `json:"challenge,omitempty"`
+	MandateID         string    `json:"mandateId"`
+	ApprovalsRequired int       `json:"approvalsRequired"`
+	ApprovalsReceived int       `json:"approvalsReceived"`
+	ExpiresAt         time.Time `json:"expiresAt"`
+	Links             Links     `json:"links"`
 }
 
 // Denial is what the 403 intent.denied problem carries.

@@ -27,6 +27,8 @@ Commands:
   keygen             generate a key file (record, operator or agent key)
   agents create      issue an agent credential in a data directory
   pay                sign a payment instruction with an agent key and send it
+  operator           operator actions, signed with your operator key (approve, refund,
+                     kill-switch, reset-breaker, approvals, agents, revoke-mandate, mandate)
   audit verify       verify the signed record, from a data directory or a server URL
   audit checkpoint   print the record's latest signed checkpoint
   audit bench        append synthetic entries to a data directory (load and crash testing)
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdServe(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		err = cmdKeygen(args[1:], stdout, stderr)
+	case "operator":
+		err = cmdOperator(ctx, args[1:], stdout, stderr)
 	case "pay":
 		err = cmdPay(ctx, args[1:], stdout, stderr)
 	case "loadtest":

@@ -16,6 +16,19 @@ const (
 	SandboxChain = "sandbox-chain" // irreversible, instant
 )
 
+// SandboxDeclinePayee is the sandbox's magic payee: every sandbox rail
+// declines each payment to it (code "do_not_honor", no money moves), so a
+// newcomer can see a decline, and trip the circuit breaker, on purpose.
+const SandboxDeclinePayee = "acct:decline.sandbox"
+
+// declineMagicPayee is the sandbox rails' fault hook.
+func declineMagicPayee(op Op, req any) error {
+	if r, ok := req.(settle.SettleRequest); ok && op == OpSettle && r.Payee == SandboxDeclinePayee {
+		return &settle.DeclineError{Code: "do_not_honor", Message: "the sandbox declines every payment to " + SandboxDeclinePayee}
+	}
+	return nil
+}
+
 // SandboxOptions configures [NewSandbox]. The zero value gives rails with
 // small, realistic latency and in-memory ledgers that never fail.
 type SandboxOptions struct {
@@ -55,7 +68,8 @@ type SandboxOptions struct {
 //	sandbox-bank   reversible, deferred     50-150 ms    "tr_" + 24 hex
 //	sandbox-chain  irreversible, instant    100-300 ms   "tx_" + 24 hex
 //
-// They never decline or fail on their own unless UnknownOutcomeRate is set;
+// They never decline or fail on their own unless UnknownOutcomeRate is set,
+// except that every payment to [SandboxDeclinePayee] is declined;
 // tests that want other faults build rails with [New].
 func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 	var o SandboxOptions
@@ -84,6 +98,7 @@ func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 			Store:           o.Store,
 			FinalityDelay:   o.FinalityDelay,
 			ReferencePrefix: s.prefix,
+			Fault:           declineMagicPayee,
 		}
 		if o.MaxLatency > 0 {
 			ro.MinLatency, ro.MaxLatency = o.MinLatency, o.MaxLatency

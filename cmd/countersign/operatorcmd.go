@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/operator"
+	"github.com/countersign/countersign/pay"
+)
+
+const operatorSynopsis = `operator <action> --key FILE [--url URL] [flags]
+
+Signs an operator request with your operator key (Svc-Operator header) and
+sends it. Every action that changes something needs --rationale (at least 10
+characters); it is written into the record with your key id.
+
+  approve         --intent ID --challenge C --mandate-id M --rationale R [--ack]
+  refund          --intent ID [--amount MINOR] --rationale R
+  kill-switch     --engage | --release, --rationale R
+  reset-breaker   --rationale R
+  approvals       [--limit N] [--cursor C]           list held payments
+  agents create   --name N --agent HEX[,HEX] [--jkt T] --rationale R
+  agents list     [--limit N] [--cursor C]
+  agents revoke   --id ak_... --rationale R
+  revoke-mandate  --mandate-id M --rationale R
+  mandate         issue a mandate offline (no server): see "operator mandate -h"
+
+--base-url is the server's configured public base URL, which the signature
+covers; it defaults to --url.`
+
+func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stderr, "Usage: countersign %s\n", operatorSynopsis)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	action, rest := args[0], args[1:]
+	if action == "agents" {
+		if len(rest) == 0 {
+			fmt.Fprintf(stderr, "Usage: countersign %s\n", operatorSynopsis)
+			return errUsage
+		}
+		action, rest = "agents "+rest[0], rest[1:]
+	}
+	if action == "mandate" {
+		return cmdOperatorMandate(rest, stdout, stderr)
+	}
+	fs := newFlagSet("operator "+action, operatorSynopsis, stderr)
+	var c opClient
+	c.register(fs)
+	rationale := fs.String("rationale", "", "why, in at least 10 characters (written into the record)")
+	intent := fs.String("intent", "", "intent id (int_...)")
+	challenge := fs.String("challenge", "", "approval challenge from the payment's 202 answer")
+	mandateID := fs.String("mandate-id", "", "mandate id")
+	ack := fs.Bool("ack", false, "acknowledge an irreversible or large payment")
+	amount := fs.Int64("amount", 0, "refund amount in minor units (default: all that remains)")
+	engage := fs.Bool("engage", false, "engage the kill switch (freeze settlement)")
+	release := fs.Bool("release", false, "release the kill switch")
+	limit := fs.Int("limit", 20, "page size")
+	cursor := fs.String("cursor", "", "page cursor")
+	name := fs.String("name", "", "agent key name")
+	agents := fs.String("agent", "", "comma-separated agent ids")
+	jkt := fs.String("jkt", "", "DPoP JWK thumbprint to bind the key to")
+	id := fs.String("id", "", "agent key id (ak_...)")
+	if err := parseFlags(fs, rest, false); err != nil {
+		return err
+	}
+	if err := c.open(); err != nil {
+		return err
+	}
+	var (
+		op, method, path string
+		body             any
+	)
+	switch action {
+	case "approve":
+		op, method, path = "operator.approve", "POST", "/operator/approve"
+		body = pay.ApproveRequest{IntentID: *intent, Challenge: *challenge, MandateID: *mandateID, Rationale: *rationale, Acknowledged: *ack}
+	case "refund":
+		op, method, path = "operator.refund", "POST", "/operator/refund"
+		req := pay.RefundRequest{IntentID: *intent, Rationale: *rationale}
+		if *amount > 0 {
+			req.AmountMinor = amount
+		}
+		body = req
+	case "kill-switch":
+		if *engage == *release {
+			return errors.New("operator kill-switch: give exactly one of --engage or --release")
+		}
+		op, method, path = "operator.kill_switch", "POST", "/operator/kill-switch"
+		body = map[string]any{"engaged": *engage, "rationale": *rationale}
+	case "reset-breaker":
+		op, method, path = "operator.breaker_reset", "POST", "/operator/circuit-breaker/reset"
+		body = map[string]any{"rationale": *rationale}
+	case "approvals":
+		op, method, path = "operator.approvals", "GET", "/operator/approvals?"+pageQuery(*limit, *cursor)
+	case "agents create":
+		op, method, path = "operator.agents.create", "POST", "/operator/agents"
+		body = map[string]any{"name": *name, "agentIds": splitList(*agents), "jkt": *jkt, "rationale": *rationale}
+	case "agents list":
+		op, method, path = "operator.agents.list", "GET", "/operator/agents?"+pageQuery(*limit, *cursor)
+	case "agents revoke":
+		op, method = "operator.agents.revoke", "DELETE"
+		path = "/operator/agents/" + url.PathEscape(*id) + "?rationale=" + url.QueryEscape(*rationale)
+	case "revoke-mandate":
+		op, method, path = "mandate.revoke", "POST", "/protocol/mandate/revoke"
+		body = map[string]any{"mandateId": *mandateID, "rationale": *rationale}
+	default:
+		fmt.Fprintf(stderr, "countersign operator: unknown action %q\nUsage: countersign %s\n", action, operatorSynopsis)
+		return errUsage
+	}
+	return c.do(ctx, op, method, path, body, stdout)
+}
+
+func pageQuery(limit int, cursor string) string {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return q.Encode()
+}
+
+// opClient sends operator-signed requests.
+type opClient struct {
+	url, baseURL, keyPath string
+	signer                *operator.Signer
+}
+
+func (c *opClient) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "server `URL` to send to")
+	fs.StringVar(&c.baseURL, "base-url", "", "the server's public base `URL` the signature covers (default --url)")
+	fs.StringVar(&c.keyPath, "key", "", "your operator private key `file` (JWK), from: countersign keygen operator")
+}
+
+func (c *opClient) open() error {
+	if c.keyPath == "" {
+		return errors.New("--key FILE is required (your operator private key)")
+	}
+	k, err := keyfile.Read(c.keyPath)
+	if err != nil {
+		return err
+	}
+	if k.KeyID == "" {
+		return fmt.Errorf("%s has no kid; the server names operators by kid", c.keyPath)
+	}
+	c.url = strings.TrimRight(c.url, "/")
+	base := strings.TrimRight(firstNonEmpty(c.baseURL, c.url), "/")
+	c.signer, err = operator.NewSigner(k.Signer, k.KeyID, base, nil)
+	return err
+}
+
+// do signs and sends one request and prints the answer; a problem answer
+// is returned as an error carrying its detail, so the exit code is 1.
+func (c *opClient) do(ctx context.Context, op, method, path string, body any, stdout io.Writer) error {
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if err := c.signer.Sign(req, op, raw); err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") != nil {
+		pretty.Write(out)
+	}
+	fmt.Fprintf(stdout, "%d %s\n%s\n", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(pretty.String()))
+	if resp.StatusCode >= 400 {
+		var p struct{ Code, Detail string }
+		_ = json.Unmarshal(out, &p)
+		return fmt.Errorf("%s: %s", firstNonEmpty(p.Code, resp.Status), p.Detail)
+	}
+	return nil
+}
+
+const mandateSynopsis = `operator mandate --key FILE --agent HEX [flags] [--out FILE]
+
+Issues a mandate offline: a compact JWS signed by your operator key that
+lets one agent pay within the limits given here. Prints it (or writes
+--out). Amounts are minor units; thresholds are inclusive (a payment at
+or above --confirm-above waits for approval).`
+
+func cmdOperatorMandate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("operator mandate", mandateSynopsis, stderr)
+	keyPath := fs.String("key", "", "your operator private key `file` (JWK)")
+	agent := fs.String("agent", "", "the agent id (64 hex Ed25519 public key)")
+	id := fs.String("id", "", "mandate id (default: a new random one)")
+	payees := fs.String("payees", "*", "comma-separated payees: exact ids, *.suffix patterns, or *")
+	currency := fs.String("currency", "USD", "currency the mandate spends")
+	perTx := fs.Int64("per-tx-cap", 50_000, "largest single payment")
+	perPeriod := fs.Int64("period-cap", 1_000_000, "most spent per period (settled + reserved)")
+	period := fs.String("period", "day", "day, week (ISO, from Monday) or month, in UTC")
+	rails := fs.String("rails", "sandbox-card,sandbox-bank,sandbox-chain", "comma-separated rails")
+	confirm := fs.Int64("confirm-above", 10_001, "payments at or above this wait for an operator")
+	irrev := fs.Int64("irreversible-confirm-above", 10_001, "irreversible payments at or above this wait for an operator")
+	approvals := fs.Int("approvals", 1, "distinct operators needed to release a held payment")
+	velocity := fs.String("velocity", "", "at most COUNT payments per SECONDS, as COUNT/SECONDS (default: no limit)")
+	expires := fs.Duration("expires", 30*24*time.Hour, "how long the mandate is valid")
+	out := fs.String("out", "", "write the mandate to this `file` instead of stdout")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *keyPath == "" || *agent == "" {
+		fs.Usage()
+		return errUsage
+	}
+	k, err := keyfile.Read(*keyPath)
+	if err != nil {
+		return err
+	}
+	if *id == "" {
+		*id = "mdt_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36))
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	claims := pay.MandateClaims{
+		ID: *id, Agent: *agent, IssuedAt: now, ExpiresAt: now.Add(*expires),
+		Payees: splitList(*payees), Currency: *currency, PerTxCapMinor: *perTx, PerPeriodCapMinor: *perPeriod,
+		Period: gate.Period(*period), Rails: splitList(*rails), ConfirmAboveMinor: *confirm,
+		IrreversibleConfirmAboveMinor: *irrev, Approvals: *approvals,
+	}
+	if *velocity != "" {
+		n, s, ok := strings.Cut(*velocity, "/")
+		count, err1 := strconv.ParseInt(n, 10, 64)
+		secs, err2 := strconv.ParseInt(s, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("--velocity %q: want COUNT/SECONDS, e.g. 10/60", *velocity)
+		}
+		claims.Velocity = gate.Velocity{Count: count, Seconds: secs}
+	}
+	tok, err := pay.SignMandate(claims, k.Signer, k.KeyID)
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(tok+"\n"), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote mandate %s to %s (expires %s)\n", *id, *out, claims.ExpiresAt.Format(time.RFC3339))
+		return nil
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
