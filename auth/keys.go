@@ -64,10 +64,12 @@ const (
 
 // Key is an agent key as the service shows it: never with its secret.
 type Key struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	AgentIDs  []string   `json:"agentIds"`
-	JKT       string     `json:"jkt,omitempty"` // DPoP JWK thumbprint the key is bound to
+	ID       string   `json:"id"`
+	Name     string   `json:"name"`
+	AgentIDs []string `json:"agentIds"`
+	JKT      string   `json:"jkt,omitempty"` // DPoP JWK thumbprint the key is bound to
+	// RateLimit overrides the server's default bucket for this key.
+	RateLimit *Limit     `json:"rateLimit,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
 }
@@ -133,6 +135,8 @@ type CreateRequest struct {
 	Name     string   `json:"name" validate:"required,min=1,max=100"`
 	AgentIDs []string `json:"agentIds" validate:"required,min=1,max=100,dive,len=64,hexadecimal,lowercase"`
 	JKT      string   `json:"jkt,omitempty" validate:"omitempty,len=43"`
+	// RateLimit optionally overrides the default bucket for this key.
+	RateLimit *Limit `json:"rateLimit,omitempty"`
 }
 
 // Issued is the result of issuing a key: the key and, this once, its
@@ -164,6 +168,9 @@ func (r *CreateRequest) check() error {
 			return fmt.Errorf("%w: agentIds[%d] must be 64 lowercase hex characters (an Ed25519 public key)", ErrBadRequest, i)
 		}
 	}
+	if l := r.RateLimit; l != nil && (l.Rate <= 0 || l.Burst < 1 || l.Rate > 100_000 || l.Burst > 1_000_000) {
+		return fmt.Errorf("%w: rateLimit needs rate > 0 (per second, at most 100000) and burst >= 1", ErrBadRequest)
+	}
 	if r.JKT != "" {
 		if b, err := base64.RawURLEncoding.DecodeString(r.JKT); err != nil || len(b) != sha256.Size {
 			return fmt.Errorf("%w: jkt must be a base64url SHA-256 JWK thumbprint", ErrBadRequest)
@@ -191,6 +198,7 @@ func (k *Keys) Create(ctx context.Context, req CreateRequest, actor audit.Actor,
 			Name:      strings.TrimSpace(req.Name),
 			AgentIDs:  append([]string(nil), req.AgentIDs...),
 			JKT:       req.JKT,
+			RateLimit: req.RateLimit,
 			CreatedAt: k.now().UTC(),
 		},
 		SecretHash: hex.EncodeToString(sum[:]),

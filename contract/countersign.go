@@ -118,6 +118,19 @@ func Operations() []Operation {
 			Problems:    []string{CodeIntentNotFound, CodeAuditBadCursor, CodeAuthMissing, CodeAuthInvalid, CodeUnavailable},
 		},
 		{
+			ID: "usage.get", Method: "GET", Path: "/usage",
+			Summary: "Usage of the calling key",
+			Description: "Counts the calling agent key's requests in the half-open window [since, until) (RFC 3339, " +
+				"at most 31 days; minute buckets count when their start is in the window, and the answer states the " +
+				"window actually counted), by operation, outcome (ok or the problem code) and attribution tag. " +
+				"tags filters with AND semantics: a request counts when it carried every tag given. Tags come from " +
+				"the X-Svc-Tags header of each request; malformed tags are dropped, never an error.",
+			Credential: CredentialAgent,
+			Params:     reflect.TypeFor[UsageParams](),
+			Responses:  []Response{JSON(200, "The usage report.", reflect.TypeFor[auth.Report]())},
+			Problems:   []string{CodeUsageBadWindow, CodeAuthMissing, CodeAuthInvalid, CodeRateLimited, CodeUnavailable},
+		},
+		{
 			ID: "operator.approve", Method: "POST", Path: "/operator/approve",
 			Summary: "Approve a held payment",
 			Description: "Records one operator's approval of a held payment, with the challenge from its 202 answer. " +
@@ -256,6 +269,13 @@ type IntentEventsParams struct {
 	ID     string `path:"id" validate:"required,max=64" doc:"The intent id (int_...)."`
 	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page."`
 	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Entries per page, 1 to 100."`
+}
+
+// UsageParams are the parameters of usage.get.
+type UsageParams struct {
+	Since time.Time `query:"since" validate:"required" doc:"Start of the window, RFC 3339, inclusive."`
+	Until time.Time `query:"until" validate:"required" doc:"End of the window, RFC 3339, exclusive; at most 31 days after since."`
+	Tags  []string  `query:"tags" validate:"max=16,dive,max=64" doc:"Repeatable; only requests that carried every one of these tags count."`
 }
 
 // PageParams are the paging parameters of operator lists.

@@ -156,6 +156,7 @@ func ExampleModel_OpenAPI() {
 	// POST /pay pay.create agent
 	// GET /intents/{id} intents.get agent
 	// GET /intents/{id}/events intents.events agent
+	// GET /usage usage.get agent
 	// POST /operator/approve operator.approve operator
 	// POST /operator/refund operator.refund operator
 	// POST /operator/kill-switch operator.kill_switch operator

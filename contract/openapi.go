@@ -17,6 +17,7 @@ const (
 	HeaderRetryAfter = "Retry-After"
 	HeaderSignature  = "Svc-Signature"
 	HeaderOperator   = "Svc-Operator"
+	HeaderSvcTags    = "X-Svc-Tags"
 )
 
 // Security scheme names in the OpenAPI document.

@@ -96,6 +96,7 @@ const (
 	CodeAuthBadRequest               = "auth.bad_request"
 	CodeAuthBadCursor                = "auth.bad_cursor"
 	CodeAuthKeyNotFound              = "auth.key_not_found"
+	CodeUsageBadWindow               = "usage.bad_window"
 	CodeIntentNotFound               = "intent.not_found"
 	CodeIdempotencyKeyHeaderMismatch = "idempotency.key_mismatch"
 )
@@ -260,6 +261,8 @@ func Problems() []ProblemType {
 			Description: "The cursor was not issued by this list. Pass exactly the nextCursor of a previous page."},
 		{Code: CodeAuthKeyNotFound, Status: 404, Title: "No such agent key", Action: ActionFixRequest,
 			Description: "No agent key has this id."},
+		{Code: CodeUsageBadWindow, Status: 400, Title: "Bad usage window", Action: ActionFixRequest,
+			Description: "since must be before until, and the window at most 31 days. Both are RFC 3339 timestamps."},
 		{Code: CodeIntentNotFound, Status: 404, Title: "No such intent", Action: ActionFixRequest,
 			Description: "No intent with this id exists for the calling agent key. Intents are visible only to the " +
 				"agent key that created them."},

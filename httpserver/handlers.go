@@ -26,6 +26,7 @@ func (s *server) endpoints() map[string]endpoint {
 		"pay.create":        rawEndpoint(s.payCreate),
 		"intents.get":       jsonEndpoint(s.intentGet),
 		"intents.events":    jsonEndpoint(s.intentEvents),
+		"usage.get":         jsonEndpoint(s.usageGet),
 
 		"operator.approve":       rawEndpoint(s.opApprove),
 		"operator.refund":        jsonEndpoint(s.opRefund),

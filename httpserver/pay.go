@@ -87,6 +87,7 @@ func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay
 		p := s.newProblem(r, contract.CodeIntentDenied, "the gate denied the payment: "+strings.Join(codes, ", "))
 		p.RequestID = res.RequestID
 		p.Extensions = map[string]any{"intentId": d.IntentID, "mandateId": d.MandateID, "reasons": d.Reasons, "auditSeq": d.AuditSeq}
+		markOutcome(r, p.Code)
 		s.writeProblem(w, r, p, nil)
 		return nil
 	case pay.OutcomeFailed:
@@ -94,6 +95,7 @@ func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay
 		p := s.newProblem(r, contract.CodePaymentDeclined, "the rail declined the payment: "+f.Message)
 		p.RequestID = res.RequestID
 		p.Extensions = map[string]any{"intentId": f.IntentID, "rail": f.Rail, "declineCode": f.DeclineCode, "auditSeq": f.AuditSeq}
+		markOutcome(r, p.Code)
 		s.writeProblem(w, r, p, nil)
 		return nil
 	}
@@ -181,3 +183,11 @@ func payProblemDetail(err error) (classified, bool) {
 // bodyReader re-arms a request body the pipeline has already read, for raw
 // endpoints that hand the exact bytes to the library.
 func bodyReader(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
+// markOutcome notes the problem code an outcome was rendered as, for usage
+// counting.
+func markOutcome(r *http.Request, code string) {
+	if st := stateFrom(r.Context()); st != nil {
+		st.code = code
+	}
+}

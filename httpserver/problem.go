@@ -168,6 +168,13 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.log.LogAttrs(ctx, slog.LevelDebug, "request rejected", attrs...)
 	}
+	if st := stateFrom(ctx); st != nil {
+		st.code = p.Code
+	}
+	var chal interface{ WWWAuthenticate() string }
+	if errors.As(err, &chal) {
+		w.Header().Set("WWW-Authenticate", chal.WWWAuthenticate())
+	}
 	s.writeProblem(w, r, p, err)
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
 )
@@ -55,6 +56,8 @@ type Principal struct {
 	Agents []string
 	// DPoP is true when the credential was presented with a DPoP proof.
 	DPoP bool
+	// RateLimit overrides the default bucket for this credential.
+	RateLimit *auth.Limit
 }
 
 // Authenticator checks the agent credential of a request. It must return
@@ -117,6 +120,15 @@ type Config struct {
 	// AgentKeys manages agent credentials for the operator. Nil: those
 	// operations answer 500.
 	AgentKeys AgentKeys
+	// Limiter rate-limits agent requests per key (X-RateLimit-* headers,
+	// 429 rate_limited). Nil: no limit.
+	Limiter *auth.Limiter
+	// AddrLimiter rate-limits unauthenticated requests per client address.
+	// Nil: no limit.
+	AddrLimiter *auth.Limiter
+	// Usage counts authenticated requests for GET /usage. Nil: usage.get
+	// answers 500 and nothing is counted.
+	Usage *auth.Usage
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -137,6 +149,9 @@ type server struct {
 	payments   Payments
 	operations Operations
 	agentKeys  AgentKeys
+	limiter    *auth.Limiter
+	addrLimit  *auth.Limiter
+	usage      *auth.Usage
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -163,6 +178,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		model: cfg.Model, log: cfg.Logger, now: cfg.Now, maxBody: cfg.MaxBodyBytes,
 		sandbox: cfg.Sandbox, audit: cfg.Audit, auth: cfg.Authenticator, operators: cfg.Operators,
 		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
+		limiter: cfg.Limiter, addrLimit: cfg.AddrLimiter, usage: cfg.Usage,
 	}
 	if s.model == nil {
 		s.model = contract.New()
@@ -318,9 +334,12 @@ func (ep endpoint) agrees(op contract.Operation) error {
 // parameters, call, answer.
 func (s *server) operationHandler(op contract.Operation, ep endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := &reqState{}
+		r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, st))
 		if err := s.serveOperation(w, r, op, ep); err != nil {
 			s.writeError(w, r, err)
 		}
+		s.countUsage(r, op, st)
 	})
 }
 
@@ -333,6 +352,16 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 				return err
 			}
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+			if st := stateFrom(r.Context()); st != nil {
+				st.principal = &p
+			}
+			if err := s.take(w, s.limiter, p.KeyID, p.RateLimit); err != nil {
+				return err
+			}
+		}
+	case contract.CredentialNone:
+		if err := s.take(w, s.addrLimit, clientAddr(r), nil); err != nil {
+			return err
 		}
 	case contract.CredentialOperator:
 		if s.operators == nil {

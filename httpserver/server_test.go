@@ -45,6 +45,7 @@ func realRouteCases() []routeCase {
 		{op: "pay.create", method: "POST", target: "/pay", body: `{"idempotencyKey":"k"}`, status: 200, media: contract.MediaJSON},
 		{op: "pay.create", method: "POST", target: "/pay", body: `{"idempotencyKey":"held"}`, status: 202, media: contract.MediaJSON},
 		{op: "intents.get", target: "/intents/int_1", status: 200, media: contract.MediaJSON},
+		{op: "usage.get", target: "/usage?since=2026-11-01T00:00:00Z&until=2026-11-02T00:00:00Z&tags=team=a", status: 200, media: contract.MediaJSON},
 		{op: "operator.approve", method: "POST", target: "/operator/approve", body: `{"intentId":"int_1","challenge":"c","mandateId":"m","rationale":"routine check by ops","acknowledged":true}`, status: 200, media: contract.MediaJSON},
 		{op: "operator.approve", method: "POST", target: "/operator/approve", body: `{"intentId":"held","challenge":"c","mandateId":"m","rationale":"routine check by ops"}`, status: 202, media: contract.MediaJSON},
 		{op: "operator.refund", method: "POST", target: "/operator/refund", body: `{"intentId":"int_1","amountMinor":5,"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},

@@ -81,7 +81,7 @@ type answer struct {
 func TestPaymentsSurviveSIGKILL(t *testing.T) {
 	bin := binary(t)
 	dir := t.TempDir()
-	faults := []string{"--base-url", "http://countersign.test", "--sandbox-latency", "1ms-4ms", "--sandbox-unknown-rate", "0.05", "--breaker-after", "100000"}
+	faults := []string{"--base-url", "http://countersign.test", "--sandbox-latency", "1ms-4ms", "--sandbox-unknown-rate", "0.05", "--breaker-after", "100000", "--agent-rate", "100000", "--agent-burst", "100000"}
 	srv := startProc(t, bin, dir, faults...)
 	sandbox := filepath.Join(dir, "sandbox")
 	agentKey, _, err := keyfile.ReadEd25519(filepath.Join(sandbox, "agent.jwk.json"))
@@ -132,8 +132,8 @@ func TestPaymentsSurviveSIGKILL(t *testing.T) {
 		switch resp.StatusCode {
 		case 200, 202, 402, 403:
 			return answer{resp.StatusCode, b}, true
-		case 503, 409:
-			return answer{}, false // rail unavailable or in flight: retry as is
+		case 503, 409, 429:
+			return answer{}, false // rail unavailable, in flight or rate limited: retry as is
 		}
 		t.Errorf("key %d: unexpected %d %s", i, resp.StatusCode, b)
 		return answer{}, false

@@ -53,6 +53,10 @@ type serveConfig struct {
 	idemRetention      time.Duration
 	sandboxLatency     string
 	sandboxUnknownRate float64
+	agentRate          float64
+	agentBurst         int
+	addrRate           float64
+	addrBurst          int
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -70,6 +74,10 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.breakerAfter, "breaker-after", 5, "trip the circuit breaker after this many consecutive settlement failures or denials of one mandate")
 	fs.DurationVar(&c.approvalWindow, "approval-window", 24*time.Hour, "how long a held payment waits for an operator")
 	fs.DurationVar(&c.idemRetention, "idempotency-retention", 7*24*time.Hour, "how long a payment's outcome is kept for idempotent replay")
+	fs.Float64Var(&c.agentRate, "agent-rate", auth.DefaultRate, "requests per second an agent key may make (token bucket; a key's own limit overrides)")
+	fs.IntVar(&c.agentBurst, "agent-burst", auth.DefaultBurst, "burst size of an agent key's bucket")
+	fs.Float64Var(&c.addrRate, "addr-rate", 20, "requests per second one client address may make to the routes that need no credential")
+	fs.IntVar(&c.addrBurst, "addr-burst", 40, "burst size of a client address's bucket")
 	fs.StringVar(&c.sandboxLatency, "sandbox-latency", "", "sandbox rails' latency as `MIN-MAX` (e.g. 1ms-5ms) or \"off\"; default each rail's realistic latency")
 	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
 }
@@ -108,6 +116,8 @@ type server struct {
 	log    *audit.Log
 	pay    *pay.Service
 	ops    *operator.Verifier
+	usage  *auth.Usage
+	dpop   *auth.DPoPVerifier
 	http   *http.Server
 
 	stop context.CancelFunc // stops the background work
@@ -212,6 +222,17 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	logger.InfoContext(ctx, "reconciled payments left settling",
 		slog.Int("settled", rep.Settled), slog.Int("failed", rep.Failed), slog.Int("stillSettling", rep.StillSettling))
 
+	limiter, err := auth.NewLimiter(&auth.LimiterOptions{Rate: cfg.agentRate, Burst: cfg.agentBurst})
+	if err != nil {
+		return nil, fmt.Errorf("--agent-rate/--agent-burst: %w", err)
+	}
+	addrLimiter, err := auth.NewLimiter(&auth.LimiterOptions{Rate: cfg.addrRate, Burst: cfg.addrBurst})
+	if err != nil {
+		return nil, fmt.Errorf("--addr-rate/--addr-burst: %w", err)
+	}
+	usage := auth.NewUsage(st, &auth.UsageOptions{Logger: logger})
+	dpop := auth.NewDPoPVerifier(st, &auth.DPoPOptions{Logger: logger})
+
 	model := contract.New()
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL:       baseURL,
@@ -219,7 +240,10 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		Logger:        logger,
 		Model:         model,
 		Audit:         lg,
-		Authenticator: httpserver.BearerAuthenticator{Keys: keys},
+		Authenticator: httpserver.AgentAuthenticator{Keys: keys, DPoP: dpop, BaseURL: baseURL},
+		Limiter:       limiter,
+		AddrLimiter:   addrLimiter,
+		Usage:         usage,
 		Operators:     httpserver.OperatorAuth{Verifier: opVerifier},
 		Payments:      svc,
 		Operations:    svc,
@@ -245,6 +269,8 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		log:    lg,
 		pay:    svc,
 		ops:    opVerifier,
+		usage:  usage,
+		dpop:   dpop,
 		stop:   stop,
 		http: &http.Server{
 			Handler:           h,
@@ -278,6 +304,12 @@ func (s *server) maintain(ctx context.Context) {
 		}
 		if _, err := s.pay.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "approval expiry", slog.Any("error", err))
+		}
+		if _, err := s.dpop.SweepDPoP(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "DPoP replay-cache sweep", slog.Any("error", err))
+		}
+		if _, err := s.usage.SweepUsage(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "usage sweep", slog.Any("error", err))
 		}
 		if _, err := s.ops.SweepNonces(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "operator nonce sweep", slog.Any("error", err))
@@ -364,6 +396,12 @@ func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration
 func (s *server) close() {
 	s.stop()
 	s.bg.Wait()
+	// Requests have drained: write the usage counts still in memory.
+	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := s.usage.Close(uctx); err != nil {
+		s.logger.Error("flushing usage counts", slog.Any("error", err))
+	}
+	cancel()
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing store", slog.Any("error", err))
 	}
