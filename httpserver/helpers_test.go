@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/store/memstore"
 )
 
 const testBase = "https://countersign.example"
@@ -403,4 +404,11 @@ func (fakeAgentKeys) List(context.Context, string, int) (auth.KeyPage, error) {
 
 func (fakeAgentKeys) Revoke(context.Context, string, audit.Actor, string, string) (auth.Key, error) {
 	return fakeKey, nil
+}
+
+// testUsage is a usage counter over its own memory store.
+func testUsage(t *testing.T) *auth.Usage {
+	u := auth.NewUsage(memstore.New(nil), &auth.UsageOptions{FlushEvery: time.Hour})
+	t.Cleanup(func() { _ = u.Close(context.Background()) })
+	return u
 }

@@ -132,33 +132,6 @@ func (s *server) intentEvents(ctx context.Context, p *contract.IntentEventsParam
 	return page, err
 }
 
-// BearerAuthenticator checks "Authorization: Bearer svc_ak_..." agent
-// credentials against the key store.
-type BearerAuthenticator struct {
-	Keys *auth.Keys
-}
-
-// AuthenticateAgent implements Authenticator.
-func (b BearerAuthenticator) AuthenticateAgent(r *http.Request) (Principal, error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return Principal{}, auth.ErrMissing
-	}
-	scheme, cred, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return Principal{}, fmt.Errorf("%w: use Authorization: Bearer <credential>", auth.ErrInvalid)
-	}
-	k, err := b.Keys.Authenticate(r.Context(), strings.TrimSpace(cred))
-	if err != nil {
-		return Principal{}, err
-	}
-	if k.JKT != "" {
-		// A DPoP-bound key is useless as a bearer token (RFC 9449 §7.1).
-		return Principal{}, fmt.Errorf("%w: this key is bound to a DPoP key and needs a DPoP proof", auth.ErrInvalid)
-	}
-	return Principal{KeyID: k.ID, Agents: k.AgentIDs}, nil
-}
-
 // payProblemDetail keeps library internals out of the 403 detail of an
 // envelope refusal: the stable reason is for the client, the cause is for
 // the log.

@@ -371,7 +371,7 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 
 	var raw []byte
 	if op.Body != nil {
-		if !isJSONContentType(r.Header.Get("Content-Type")) {
+		if op.Credential != contract.CredentialOperator && !isJSONContentType(r.Header.Get("Content-Type")) {
 			return errUnsupportedMediaType
 		}
 		var err error
@@ -386,6 +386,12 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 			return err
 		}
 		r = r.WithContext(context.WithValue(r.Context(), operatorKey{}, o))
+		// The body had to be read to check the signature over it; its media
+		// type is checked only now, so an unsigned request learns nothing
+		// but 401.
+		if op.Body != nil && !isJSONContentType(r.Header.Get("Content-Type")) {
+			return errUnsupportedMediaType
+		}
 	}
 
 	query, err := url.ParseQuery(r.URL.RawQuery)

@@ -122,7 +122,7 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 
 func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}})
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t)})
 	cases := realRouteCases()
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
@@ -195,7 +195,7 @@ func TestRoutesRealLog(t *testing.T) {
 		}
 	}
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}})
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t)})
 	runRouteCases(t, ts, m, realRouteCases())
 
 	// The served entry and proof verify with the record's key alone.

@@ -1,0 +1,1159 @@
+package httpserver_test
+
+// The route × credential matrix: the security acceptance test of operator
+// authority (DESIGN §5, §6). It runs against the real stack the reference
+// server wires (cmd/countersign newServer): a signed record on a store,
+// agent keys, the operator verifier, the money path and its sandbox rail.
+// Only the clock is fixed, and requests are served in process.
+//
+// The list of routes is never written here: every operation of
+// contract.New() is exercised according to its credential class, and the
+// requests are built from the model (method, path pattern, parameter and
+// body types). A new operation either runs through the matrix or fails it
+// with a message that says which table below needs an entry.
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/httpserver"
+	"github.com/countersign/countersign/operator"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/settle/fake"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/store/pebblestore"
+)
+
+const (
+	matrixBase      = "https://countersign.test"
+	matrixRationale = "matrix test: routine operator action"
+	// matrixWindowPlus is one second past the verifier's default window.
+	matrixWindowPlus = operator.DefaultWindow + time.Second
+)
+
+// matrixClock is the clock of every component. It never moves, so a
+// timestamp is stale exactly when a signer's clock is set off it.
+func matrixClock() time.Time { return time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC) }
+
+// matrixKeys are the long-lived keys of a deployment: the record key and
+// the two trusted operator keys, one per algorithm the scheme allows.
+type matrixKeys struct {
+	record ed25519.PrivateKey
+	ops    []matrixOpKey
+}
+
+// matrixOpKey is one trusted operator key.
+type matrixOpKey struct {
+	kid    string
+	alg    string // subtest suffix: "eddsa" or "es256"
+	priv   crypto.Signer
+	signer func(now func() time.Time, base string) (*operator.Signer, error)
+	// forge signs as kid with a key the server does not trust, of the
+	// same algorithm.
+	forge func(now func() time.Time) (*operator.Signer, error)
+}
+
+func newMatrixKeys(t testing.TB) *matrixKeys {
+	t.Helper()
+	_, rec, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ed, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, edForger, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecForger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &matrixKeys{record: rec, ops: []matrixOpKey{
+		{
+			kid: "op-ed", alg: "eddsa", priv: ed,
+			signer: func(now func() time.Time, base string) (*operator.Signer, error) {
+				return operator.NewSigner(ed, "op-ed", base, &operator.SignerOptions{Now: now})
+			},
+			forge: func(now func() time.Time) (*operator.Signer, error) {
+				return operator.NewSigner(edForger, "op-ed", matrixBase, &operator.SignerOptions{Now: now})
+			},
+		},
+		{
+			kid: "op-p256", alg: "es256", priv: ec,
+			signer: func(now func() time.Time, base string) (*operator.Signer, error) {
+				return operator.NewSigner(ec, "op-p256", base, &operator.SignerOptions{Now: now})
+			},
+			forge: func(now func() time.Time) (*operator.Signer, error) {
+				return operator.NewSigner(ecForger, "op-p256", matrixBase, &operator.SignerOptions{Now: now})
+			},
+		},
+	}}
+}
+
+// trusted is the server's operator key set: public keys only.
+func (k *matrixKeys) trusted() []operator.PublicKey {
+	out := make([]operator.PublicKey, len(k.ops))
+	for i, o := range k.ops {
+		out[i] = operator.PublicKey{KeyID: o.kid, Public: o.priv.Public()}
+	}
+	return out
+}
+
+// refusal is one call of the verifier's OnRefused hook.
+type refusal struct {
+	op     string
+	reason operator.Reason
+	keyID  string
+}
+
+// refusalLog counts OnRefused calls. The reference server appends an
+// operator.refused record entry there; this test records the call instead,
+// so that "no state change" can be checked on the whole store.
+type refusalLog struct {
+	mu   sync.Mutex // guards list: the hook runs on request goroutines
+	list []refusal
+}
+
+func (l *refusalLog) add(r refusal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.list = append(l.list, r)
+}
+
+func (l *refusalLog) since(n int) []refusal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.list[n:])
+}
+
+func (l *refusalLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.list)
+}
+
+// matrixStack is one server process over a store, wired as
+// cmd/countersign newServer wires it.
+type matrixStack struct {
+	h        http.Handler
+	st       store.Store
+	log      *audit.Log
+	keys     *auth.Keys
+	refusals *refusalLog
+}
+
+func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	lg, err := audit.Open(t.Context(), st, k.record, &audit.Options{Now: matrixClock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := auth.New(st, lg, &auth.Options{Now: matrixClock, Logger: quiet})
+	refusals := &refusalLog{}
+	verifier, err := operator.NewVerifier(st, k.trusted(), matrixBase, &operator.VerifierOptions{
+		Now: matrixClock, Logger: quiet,
+		OnRefused: func(_ context.Context, _ *http.Request, op string, reason operator.Reason, keyID string) {
+			refusals.add(refusal{op: op, reason: reason, keyID: keyID})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mandates, err := pay.NewMandateVerifier(k.trusted(), &pay.MandateVerifierOptions{Now: matrixClock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rail, err := fake.New(fake.SandboxCard, &fake.Options{Store: st, Now: matrixClock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rails := &settle.Registry{}
+	if err := rails.Register(rail); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := pay.New(pay.Options{
+		Store: st, Log: lg, Rails: rails, Mandates: mandates, Now: matrixClock, Logger: quiet, BaseURL: matrixBase,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpserver.New(httpserver.Config{
+		BaseURL: matrixBase,
+		Logger:  quiet,
+		Model:   contract.New(),
+		Now:     matrixClock,
+		Audit:   lg,
+		Authenticator: httpserver.AgentAuthenticator{Keys: keys, BaseURL: matrixBase,
+			DPoP: auth.NewDPoPVerifier(st, &auth.DPoPOptions{Now: matrixClock, Logger: quiet})},
+		Operators:   httpserver.OperatorAuth{Verifier: verifier},
+		Limiter:     matrixLimiter(t),
+		AddrLimiter: matrixLimiter(t),
+		Usage:       matrixUsage(t, st),
+		Payments:    svc,
+		Operations:  svc,
+		AgentKeys:   keys,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &matrixStack{h: h, st: st, log: lg, keys: keys, refusals: refusals}
+}
+
+// wire is a request as it goes on the wire. It is a value so that one
+// request can be sent twice (a replay) or signed in one shape and sent in
+// another (a tamper).
+type wire struct {
+	method string
+	path   string // escaped
+	query  string // raw, "" for none
+	body   []byte // nil for an operation without a body
+	header http.Header
+}
+
+func (w wire) target() string {
+	if w.query == "" {
+		return w.path
+	}
+	return w.path + "?" + w.query
+}
+
+// with returns w with the header name set to value (a copy: w is shared).
+func (w wire) with(name, value string) wire {
+	w.header = w.header.Clone()
+	if w.header == nil {
+		w.header = http.Header{}
+	}
+	w.header.Set(name, value)
+	return w
+}
+
+func (w wire) request(t testing.TB) *http.Request {
+	t.Helper()
+	var body io.Reader
+	if w.body != nil {
+		body = bytes.NewReader(w.body)
+	}
+	r := httptest.NewRequestWithContext(t.Context(), w.method, w.target(), body)
+	for k, vs := range w.header {
+		r.Header[k] = slices.Clone(vs)
+	}
+	return r
+}
+
+// response is what came back.
+type response struct {
+	status int
+	media  string
+	body   []byte
+	// The problem members the matrix checks; zero for a success.
+	Code   string `json:"code"`
+	Reason string `json:"reason"`
+}
+
+func (s *matrixStack) send(t testing.TB, w wire) response {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, w.request(t))
+	res := response{status: rec.Code, media: rec.Header().Get("Content-Type"), body: rec.Body.Bytes()}
+	if res.media == contract.MediaProblem {
+		if err := json.Unmarshal(res.body, &res); err != nil {
+			t.Fatalf("%s %s: problem does not decode: %v\n%s", w.method, w.target(), err, res.body)
+		}
+	}
+	return res
+}
+
+// storeState identifies every byte of state: the record's size (for the
+// reader of a failure) and a digest of every key and value in the store,
+// so "no state change" covers nonces, keys, intents and controls too, not
+// only the record.
+type storeState struct {
+	size   uint64
+	keys   int
+	digest [sha256.Size]byte
+}
+
+func (s *matrixStack) state(t testing.TB) storeState {
+	t.Helper()
+	size, err := s.log.Size(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st storeState
+	err = s.st.View(t.Context(), func(r store.Reader) error {
+		h := sha256.New()
+		var n [8]byte
+		st.keys = 0
+		it := r.Iterate(nil, nil, false)
+		for it.Next() {
+			for _, b := range [][]byte{it.Key(), it.Value()} {
+				binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+				h.Write(n[:])
+				h.Write(b)
+			}
+			st.keys++
+		}
+		copy(st.digest[:], h.Sum(nil))
+		return it.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.size = size
+	return st
+}
+
+// matrixFixture is a stack with the state the routes need to do real
+// work: agent keys in several conditions, a mandate, a settled and a held
+// payment.
+type matrixFixture struct {
+	*matrixStack
+	keys *matrixKeys
+
+	agentKey    ed25519.PrivateKey
+	agentHex    string
+	mandate     string
+	mandateID   string
+	cred        string // the agent credential every agent route is called with
+	keyID       string // its key id
+	victimKeyID string // the key the revoke route revokes
+	revokedCred string
+	dpopCred    string // a DPoP-bound key presented as a bearer token
+	settled     string // intent ids
+	held        string
+	challenge   string
+	idem        int // idempotency keys minted so far
+}
+
+func newMatrixFixture(t *testing.T) *matrixFixture {
+	t.Helper()
+	k := newMatrixKeys(t)
+	fx := &matrixFixture{matrixStack: newMatrixStack(t, memstore.New(nil), k), keys: k}
+	ctx := t.Context()
+
+	pub, agentKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.agentKey, fx.agentHex = agentKey, hex.EncodeToString(pub)
+	seed := audit.Actor{Kind: "operator", ID: "op-ed"}
+	issue := func(name, jkt string) auth.Issued {
+		iss, err := fx.matrixStack.keys.Create(ctx, auth.CreateRequest{Name: name, AgentIDs: []string{fx.agentHex}, JKT: jkt}, seed, "req_seed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return iss
+	}
+	main := issue("matrix-agent", "")
+	fx.cred, fx.keyID = main.Credential, main.ID
+	fx.victimKeyID = issue("matrix-victim", "").ID
+	revoked := issue("matrix-revoked", "")
+	if _, err := fx.matrixStack.keys.Revoke(ctx, revoked.ID, seed, "req_seed", "retired before the matrix runs"); err != nil {
+		t.Fatal(err)
+	}
+	fx.revokedCred = revoked.Credential
+	thumb := sha256.Sum256([]byte("a DPoP key"))
+	fx.dpopCred = issue("matrix-dpop", base64.RawURLEncoding.EncodeToString(thumb[:])).Credential
+
+	fx.mandateID = "mdt-matrix"
+	fx.mandate, err = pay.SignMandate(pay.MandateClaims{
+		ID: fx.mandateID, Agent: fx.agentHex,
+		IssuedAt: matrixClock().Add(-time.Hour), ExpiresAt: matrixClock().Add(30 * 24 * time.Hour),
+		Payees: []string{"*"}, Currency: "USD", PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000,
+		Period: gate.Day, Rails: []string{fake.SandboxCard}, ConfirmAboveMinor: 10_000,
+		IrreversibleConfirmAboveMinor: 10_000,
+	}, k.ops[0].priv, k.ops[0].kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The two payments go through the route itself, so the fixture also
+	// proves that the agent path works with the credential the matrix uses.
+	payOnce := func(minor int64, want int) []byte {
+		b, err := json.Marshal(fx.instruction(t, minor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := wire{method: http.MethodPost, path: "/pay", body: b, header: http.Header{
+			"Content-Type": {contract.MediaJSON}, "Authorization": {"Bearer " + fx.cred}}}
+		res := fx.send(t, w)
+		if res.status != want {
+			t.Fatalf("seeding payment of %d: status %d, want %d\n%s", minor, res.status, want, res.body)
+		}
+		return res.body
+	}
+	var receipt pay.Receipt
+	if err := json.Unmarshal(payOnce(500, http.StatusOK), &receipt); err != nil {
+		t.Fatal(err)
+	}
+	fx.settled = receipt.IntentID
+	var held pay.Held
+	if err := json.Unmarshal(payOnce(20_000, http.StatusAccepted), &held); err != nil {
+		t.Fatal(err)
+	}
+	fx.held, fx.challenge = held.IntentID, held.Challenge
+	if fx.settled == "" || fx.held == "" || fx.challenge == "" {
+		t.Fatalf("seeding: settled %q, held %q, challenge %q", fx.settled, fx.held, fx.challenge)
+	}
+	return fx
+}
+
+// instruction returns a signed payment instruction under the fixture's
+// mandate with a fresh idempotency key.
+func (fx *matrixFixture) instruction(t testing.TB, minor int64) *pay.Instruction {
+	t.Helper()
+	fx.idem++
+	in := &pay.Instruction{
+		IdempotencyKey: fmt.Sprintf("matrix-%d", fx.idem), Payee: "acct:seller.example",
+		Amount: pay.Amount{Minor: minor, Currency: "USD"}, Purpose: "matrix test payment",
+		Terms: pay.Terms{Rail: fake.SandboxCard, Reversibility: gate.Reversible, Finality: gate.FinalityInstant,
+			Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated},
+		Envelope: pay.Envelope{Agent: fx.agentHex, Mandate: fx.mandate},
+	}
+	if err := pay.SignInstruction(in, fx.agentKey); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// paramKey names one parameter of one parameter type.
+type paramKey struct {
+	params reflect.Type
+	in     string // path, query or header
+	name   string
+}
+
+// paramValue is a valid value of a parameter and a different one, which
+// the tamper cases swap in.
+type paramValue struct{ value, other string }
+
+// matrixParams gives a value to every path parameter and every required
+// query or header parameter of the contract. Keyed by the parameter type,
+// not by the route, so the list of routes lives in contract alone.
+func matrixParams(fx *matrixFixture) map[paramKey]paramValue {
+	p := func(t reflect.Type, in, name string) paramKey { return paramKey{t, in, name} }
+	return map[paramKey]paramValue{
+		p(reflect.TypeFor[contract.IntentParams](), "path", "id"):       {fx.settled, fx.held},
+		p(reflect.TypeFor[contract.IntentEventsParams](), "path", "id"): {fx.settled, fx.held},
+		p(reflect.TypeFor[contract.AuditEntryParams](), "path", "seq"):  {"1", "2"},
+		p(reflect.TypeFor[contract.ProblemPageParams](), "path", "code"): {
+			contract.CodeOperatorUnauthorized, contract.CodeAuthMissing},
+		p(reflect.TypeFor[contract.AuditConsistencyParams](), "query", "from"): {"1", "2"},
+		p(reflect.TypeFor[contract.UsageParams](), "query", "since"):           {"2026-11-23T00:00:00Z", "2026-11-01T00:00:00Z"},
+		p(reflect.TypeFor[contract.UsageParams](), "query", "until"):           {"2026-11-24T00:00:00Z", "2026-11-30T00:00:00Z"},
+		// The signed revocation of the victim key, turned by the tamper
+		// cases against the key every agent route uses.
+		p(reflect.TypeFor[contract.AgentRevokeParams](), "path", "id"):         {fx.victimKeyID, fx.keyID},
+		p(reflect.TypeFor[contract.AgentRevokeParams](), "query", "rationale"): {matrixRationale, "retire every key of this tenant"},
+	}
+}
+
+// matrixBodies builds a valid body of every body type of the contract.
+func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
+	return map[reflect.Type]func(t testing.TB) any{
+		reflect.TypeFor[pay.Instruction](): func(t testing.TB) any { return fx.instruction(t, 100) },
+		reflect.TypeFor[pay.ApproveRequest](): func(testing.TB) any {
+			return pay.ApproveRequest{IntentID: fx.held, Challenge: fx.challenge, MandateID: fx.mandateID,
+				Rationale: matrixRationale, Acknowledged: true}
+		},
+		reflect.TypeFor[pay.RefundRequest](): func(testing.TB) any {
+			one := int64(1)
+			return pay.RefundRequest{IntentID: fx.settled, AmountMinor: &one, Rationale: matrixRationale}
+		},
+		reflect.TypeFor[contract.KillSwitchRequest](): func(testing.TB) any {
+			// Releasing, so later payments and approvals are not frozen.
+			off := false
+			return contract.KillSwitchRequest{Engaged: &off, Rationale: matrixRationale}
+		},
+		reflect.TypeFor[contract.RationaleRequest](): func(testing.TB) any {
+			return contract.RationaleRequest{Rationale: matrixRationale}
+		},
+		reflect.TypeFor[contract.AgentCreateRequest](): func(testing.TB) any {
+			return contract.AgentCreateRequest{Name: "matrix-created", AgentIDs: []string{fx.agentHex}, Rationale: matrixRationale}
+		},
+		reflect.TypeFor[contract.MandateRevokeRequest](): func(testing.TB) any {
+			// Not the fixture's mandate: the approve route still needs it.
+			return contract.MandateRevokeRequest{MandateID: "mdt-unused", Rationale: matrixRationale}
+		},
+	}
+}
+
+// opParam is one parameter an operation declares.
+type opParam struct {
+	in, name string
+	kind     reflect.Kind
+	required bool
+}
+
+func declaredParams(op contract.Operation) []opParam {
+	if op.Params == nil {
+		return nil
+	}
+	var out []opParam
+	for i := range op.Params.NumField() {
+		f := op.Params.Field(i)
+		for _, in := range []string{"path", "query", "header"} {
+			name, ok := f.Tag.Lookup(in)
+			if !ok {
+				continue
+			}
+			kind := f.Type.Kind()
+			if kind == reflect.Pointer {
+				kind = f.Type.Elem().Kind()
+			}
+			required := in == "path" || slices.Contains(strings.Split(f.Tag.Get("validate"), ","), "required")
+			out = append(out, opParam{in: in, name: name, kind: kind, required: required})
+		}
+	}
+	return out
+}
+
+// builder makes the minimal valid request of an operation.
+type builder struct {
+	params map[paramKey]paramValue
+	bodies map[reflect.Type]func(t testing.TB) any
+}
+
+// build returns the request; other swaps in the other value of every path
+// parameter. It fails the test, naming the table to extend, when the
+// operation has a parameter or body type the tables do not know.
+func (b builder) build(t testing.TB, op contract.Operation, other bool) wire {
+	t.Helper()
+	w := wire{method: op.Method, header: http.Header{}}
+	query := url.Values{}
+	path := op.Path
+	for _, p := range declaredParams(op) {
+		if !p.required {
+			continue
+		}
+		v, ok := b.params[paramKey{op.Params, p.in, p.name}]
+		if !ok {
+			t.Fatalf("operation %s: the %s parameter %q of %v has no value in matrixParams (httpserver/matrix_test.go); "+
+				"add one, an existing id where the route looks it up", op.ID, p.in, p.name, op.Params)
+		}
+		val := v.value
+		if other && p.in == "path" {
+			val = v.other
+		}
+		switch p.in {
+		case "path":
+			path = strings.Replace(path, "{"+p.name+"}", url.PathEscape(val), 1)
+		case "query":
+			query.Set(p.name, val)
+		case "header":
+			w.header.Set(p.name, val)
+		}
+	}
+	if strings.ContainsAny(path, "{}") {
+		t.Fatalf("operation %s: path %s still has a wildcard after filling %s", op.ID, path, op.Path)
+	}
+	w.path, w.query = path, query.Encode()
+	if op.Body != nil {
+		mk, ok := b.bodies[op.Body]
+		if !ok {
+			t.Fatalf("operation %s: body type %v has no entry in matrixBodies (httpserver/matrix_test.go); "+
+				"add a function that returns a valid body, using the fixture's ids", op.ID, op.Body)
+		}
+		body, err := json.Marshal(mk(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.body = body
+		// Always sent: serveOperation checks the media type (415) before
+		// it looks at an operator credential, and every cell must reach
+		// the credential check.
+		w.header.Set("Content-Type", contract.MediaJSON)
+	}
+	return w
+}
+
+// expect is what one matrix cell must answer.
+type expect struct {
+	kind     expectKind
+	status   int
+	code     string
+	reason   operator.Reason // "" when the problem has no reason member
+	refusals int             // OnRefused calls the request must cause
+}
+
+type expectKind int
+
+const (
+	expectRefused  expectKind = iota // the credential is refused, nothing changes
+	expectAccepted                   // the credential is accepted: not a 401
+	expectOpen                       // a route without credentials: 2xx, nothing changes
+)
+
+// matrixCase is one cell: prep returns the request to send (it may send
+// a priming request itself, as the replay does, before the state is
+// captured).
+type matrixCase struct {
+	name string
+	prep func(t *testing.T) wire
+	want expect
+}
+
+// matrixRun counts what the matrix did, for its summary line.
+type matrixRun struct {
+	ops         map[contract.Credential]int
+	refused     int
+	accepted    int
+	open        int
+	escalations int
+}
+
+func (fx *matrixFixture) run(t *testing.T, op contract.Operation, c matrixCase, tally *matrixRun) {
+	t.Helper()
+	w := c.prep(t)
+	before := fx.state(t)
+	n := fx.refusals.len()
+	res := fx.send(t, w)
+	after := fx.state(t)
+	got := fx.refusals.since(n)
+
+	switch c.want.kind {
+	case expectAccepted:
+		t.Logf("%s %s: %d %s", w.method, w.target(), res.status, res.Code)
+		if res.status >= 500 {
+			// Past the credential check, but worth a look: the stack does
+			// not wire Config.Usage (its flush goroutine would write to the
+			// store while the matrix compares store digests), so usage.get
+			// answers 500 by design.
+			t.Logf("NOTE: %s answered %d %s after accepting the credential", op.ID, res.status, res.Code)
+		}
+		if res.status == http.StatusUnauthorized {
+			t.Fatalf("a correctly signed or authenticated request was refused: %d %s (reason %q)\n%s",
+				res.status, res.Code, res.Reason, res.body)
+		}
+		if brokenRequest(res.Code) {
+			t.Fatalf("the request builder made a request the route refuses before its domain logic: %d %s\n%s",
+				res.status, res.Code, res.body)
+		}
+		if len(got) != 0 {
+			t.Errorf("an accepted request called OnRefused: %+v", got)
+		}
+		if !t.Failed() {
+			tally.accepted++
+		}
+		return
+	case expectOpen:
+		if res.status < 200 || res.status > 299 {
+			t.Fatalf("status %d %s, want 2xx for a route that needs no credential\n%s", res.status, res.Code, res.body)
+		}
+	case expectRefused:
+		if res.status != c.want.status {
+			// Whatever else it is, a request that should have been refused
+			// for its credential and was not is an escalation.
+			tally.escalations++
+			t.Fatalf("status %d %s (reason %q), want %d %s: the credential was not refused as required\n%s",
+				res.status, res.Code, res.Reason, c.want.status, c.want.code, res.body)
+		}
+		if res.media != contract.MediaProblem || res.Code != c.want.code {
+			t.Errorf("answer %s code %q, want %s code %q", res.media, res.Code, contract.MediaProblem, c.want.code)
+		}
+		if res.Reason != string(c.want.reason) {
+			t.Errorf("reason %q, want %q", res.Reason, c.want.reason)
+		}
+	}
+	if before != after {
+		t.Errorf("state changed: record size %d → %d, store keys %d → %d (digest changed: %v)",
+			before.size, after.size, before.keys, after.keys, before.digest != after.digest)
+	}
+	if len(got) != c.want.refusals {
+		t.Errorf("OnRefused called %d times (%+v), want %d", len(got), got, c.want.refusals)
+	}
+	for _, r := range got {
+		if r.op != op.ID || r.reason != c.want.reason {
+			t.Errorf("OnRefused(%s, %s), want (%s, %s)", r.op, r.reason, op.ID, c.want.reason)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if c.want.kind == expectOpen {
+		tally.open++
+	} else {
+		tally.refused++
+	}
+}
+
+// brokenRequest reports codes that mean the matrix's own request is wrong
+// (it did not reach the operation's logic), as opposed to a domain answer.
+// A 500 is not one of them: it comes after the credential check, and the
+// stack leaves some optional dependencies unwired (see run).
+func brokenRequest(code string) bool {
+	return strings.HasPrefix(code, "request.") || code == contract.CodeRouteNotFound ||
+		code == contract.CodeMethodNotAllowed
+}
+
+// TestMatrix is the route × credential matrix. For every operation of the
+// contract, by credential class:
+//
+//   - operator: every way of presenting something other than a valid,
+//     fresh, unused signature over exactly this request is 401
+//     operator.unauthorized with its precise reason, reaches the verifier
+//     once (one OnRefused call) and changes nothing in the store; a
+//     correctly signed request, with each of the two trusted keys, is not
+//     a 401.
+//   - agent: an operator signature does not stand in for the agent
+//     credential (401 auth.missing); malformed, unknown, wrong, revoked
+//     and DPoP-bound-as-bearer credentials are 401 auth.invalid; nothing
+//     changes and the operator verifier is never consulted. The fixture's
+//     credential is not a 401.
+//   - none: answers 2xx without credentials, and garbage credentials are
+//     ignored rather than refused: serveOperation does not look at the
+//     Authorization or Svc-Operator header of a CredentialNone operation
+//     at all, so a client with a broken or expired credential can still
+//     read the contract and the problem pages. Such routes reveal nothing
+//     private (DESIGN §6).
+func TestMatrix(t *testing.T) {
+	fx := newMatrixFixture(t)
+	b := builder{params: matrixParams(fx), bodies: matrixBodies(fx)}
+	ops := contract.New().Operations()
+
+	var operatorIDs []string
+	for _, op := range ops {
+		if op.Credential == contract.CredentialOperator {
+			operatorIDs = append(operatorIDs, op.ID)
+		}
+	}
+	tally := &matrixRun{ops: map[contract.Credential]int{}}
+	cells := 0
+	for _, op := range ops {
+		t.Run(op.ID, func(t *testing.T) {
+			var cases []matrixCase
+			switch op.Credential {
+			case contract.CredentialOperator:
+				cases = fx.operatorCases(t, b, op, otherOperation(operatorIDs, op.ID))
+			case contract.CredentialAgent:
+				cases = fx.agentCases(t, b, op)
+			case contract.CredentialNone:
+				cases = fx.openCases(t, b, op)
+			default:
+				t.Fatalf("operation %s has credential class %v: every route must be None, Agent or Operator, "+
+					"and this matrix must know how to attack it", op.ID, op.Credential)
+			}
+			tally.ops[op.Credential]++
+			cells += len(cases)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) { fx.run(t, op, c, tally) })
+			}
+		})
+	}
+	t.Logf("route × credential matrix: %d operations (%d operator, %d agent, %d none) × their credential cases = %d cells: "+
+		"%d refused as required, %d positive controls accepted, %d open routes answered; %d escalations",
+		len(ops), tally.ops[contract.CredentialOperator], tally.ops[contract.CredentialAgent], tally.ops[contract.CredentialNone],
+		cells, tally.refused, tally.accepted, tally.open, tally.escalations)
+	if tally.escalations != 0 {
+		t.Errorf("%d cells escalated", tally.escalations)
+	}
+}
+
+// otherOperation is another operator operation's id, for a signature made
+// for the wrong operation.
+func otherOperation(ids []string, id string) string {
+	i := slices.Index(ids, id)
+	if len(ids) < 2 || i < 0 {
+		return "operator.other"
+	}
+	return ids[(i+1)%len(ids)]
+}
+
+// sign returns the Svc-Operator value s makes for w as operation opID.
+func sign(t testing.TB, s *operator.Signer, opID string, w wire) string {
+	t.Helper()
+	r := httptest.NewRequest(w.method, w.target(), nil)
+	if err := s.Sign(r, opID, w.body); err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Get(operator.HeaderName)
+}
+
+func mustSigner(t testing.TB) func(*operator.Signer, error) *operator.Signer {
+	return func(s *operator.Signer, err error) *operator.Signer {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+func shifted(d time.Duration) func() time.Time {
+	return func() time.Time { return matrixClock().Add(d) }
+}
+
+// tamperBody changes one member of a JSON object body: the rationale when
+// there is one (forging what the record will say), otherwise the first.
+func tamperBody(t testing.TB, body []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil || len(m) == 0 {
+		t.Fatalf("body %s is not a JSON object with members: %v", body, err)
+	}
+	key := "rationale"
+	if _, ok := m[key]; !ok {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		key = keys[0]
+	}
+	switch v := m[key].(type) {
+	case string:
+		m[key] = v + " and also something else"
+	case bool:
+		m[key] = !v
+	case json.Number:
+		m[key] = json.Number(string(v) + "0")
+	default:
+		m[key] = nil
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (fx *matrixFixture) operatorCases(t *testing.T, b builder, op contract.Operation, otherOp string) []matrixCase {
+	base := b.build(t, op, false)
+	refused := func(r operator.Reason) expect {
+		return expect{kind: expectRefused, status: http.StatusUnauthorized, code: contract.CodeOperatorUnauthorized, reason: r, refusals: 1}
+	}
+	fixed := func(w wire) func(*testing.T) wire { return func(*testing.T) wire { return w } }
+	must := mustSigner(t)
+	declared := declaredParams(op)
+	hasPathParams := slices.ContainsFunc(declared, func(p opParam) bool { return p.in == "path" })
+
+	unknown := func(t *testing.T) wire {
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := must(operator.NewSigner(k, "op-mallory", matrixBase, &operator.SignerOptions{Now: matrixClock}))
+		return base.with(operator.HeaderName, sign(t, s, op.ID, base))
+	}
+	algMismatch := func(t *testing.T) wire {
+		// A P-256 key's signature is 64 bytes (r||s); 72 is what an
+		// ASN.1 DER signature typically is.
+		nonce := make([]byte, operator.NonceBytes)
+		sig := make([]byte, 72)
+		_, _ = rand.Read(nonce)
+		_, _ = rand.Read(sig)
+		v, err := operator.Header{KeyID: fx.keys.ops[1].kid, Timestamp: matrixClock().Unix(),
+			Nonce: base64.RawURLEncoding.EncodeToString(nonce), Signature: sig}.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base.with(operator.HeaderName, string(v))
+	}
+	cases := []matrixCase{
+		{"no_credential", fixed(base), refused(operator.ReasonMissingHeader)},
+		{"agent_bearer", fixed(base.with("Authorization", "Bearer "+fx.cred)), refused(operator.ReasonMissingHeader)},
+		{"agent_credential_as_operator_header", fixed(base.with(operator.HeaderName, fx.cred)), refused(operator.ReasonMalformedHeader)},
+		{"malformed_header", fixed(base.with(operator.HeaderName, `keyid="op-ed", ts=1`)), refused(operator.ReasonMalformedHeader)},
+		{"unknown_key", unknown, refused(operator.ReasonUnknownKey)},
+		{"alg_mismatch", algMismatch, refused(operator.ReasonAlgMismatch)},
+	}
+
+	for i, key := range fx.keys.ops {
+		s := must(key.signer(matrixClock, matrixBase))
+		signed := func(s *operator.Signer, opID string, signedAs, sent wire) func(*testing.T) wire {
+			return func(t *testing.T) wire { return sent.with(operator.HeaderName, sign(t, s, opID, signedAs)) }
+		}
+		add := func(name string, prep func(*testing.T) wire, want expect) {
+			cases = append(cases, matrixCase{name + "_" + key.alg, prep, want})
+		}
+		add("positive_control", signed(s, op.ID, base, base), expect{kind: expectAccepted})
+		add("forged_signature", func(t *testing.T) wire {
+			return base.with(operator.HeaderName, sign(t, must(key.forge(matrixClock)), op.ID, base))
+		}, refused(operator.ReasonBadSignature))
+		add("key_confusion", func(t *testing.T) wire {
+			// Signed by this key, claimed by the other trusted key.
+			h, err := operator.ParseHeader(sign(t, s, op.ID, base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.KeyID = fx.keys.ops[(i+1)%len(fx.keys.ops)].kid
+			v, err := h.MarshalText()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return base.with(operator.HeaderName, string(v))
+		}, refused(operator.ReasonBadSignature))
+		add("stale_timestamp", signed(must(key.signer(shifted(-matrixWindowPlus), matrixBase)), op.ID, base, base),
+			refused(operator.ReasonStaleTimestamp))
+		add("future_timestamp", signed(must(key.signer(shifted(matrixWindowPlus), matrixBase)), op.ID, base, base),
+			refused(operator.ReasonFutureTimestamp))
+		add("replayed_nonce", func(t *testing.T) wire {
+			w := base.with(operator.HeaderName, sign(t, s, op.ID, base))
+			// The first may succeed or fail for domain reasons, but it
+			// must pass the credential check, or this is no replay.
+			if res := fx.send(t, w); res.status == http.StatusUnauthorized {
+				t.Fatalf("the first request of the replay was refused: %s %s", res.Code, res.Reason)
+			}
+			return w
+		}, refused(operator.ReasonReplayedNonce))
+		add("other_operation", signed(s, otherOp, base, base), refused(operator.ReasonBadSignature))
+		add("other_base_url", signed(must(key.signer(matrixClock, "https://evil.test")), op.ID, base, base),
+			refused(operator.ReasonBadSignature))
+		otherMethod := base
+		otherMethod.method = http.MethodGet
+		if op.Method == http.MethodGet {
+			otherMethod.method = http.MethodPost
+		}
+		add("other_method", signed(s, op.ID, otherMethod, base), refused(operator.ReasonBadSignature))
+		if hasPathParams {
+			// Signed for one resource, sent to another.
+			add("tampered_path", signed(s, op.ID, base, b.build(t, op, true)), refused(operator.ReasonBadSignature))
+		} else {
+			// Signed for another path, sent to the route's own.
+			elsewhere := base
+			elsewhere.path = "/v0" + base.path
+			add("tampered_path", signed(s, op.ID, elsewhere, base), refused(operator.ReasonBadSignature))
+		}
+		added := base
+		added.query = addQuery(declared, base.query)
+		add("tampered_query_added", signed(s, op.ID, base, added), refused(operator.ReasonBadSignature))
+		if base.query != "" {
+			dropped := base
+			dropped.query = ""
+			add("tampered_query_dropped", signed(s, op.ID, base, dropped), refused(operator.ReasonBadSignature))
+			changed := base
+			changed.query = changeQuery(t, base.query)
+			add("tampered_query_value", signed(s, op.ID, base, changed), refused(operator.ReasonBadSignature))
+		}
+		if op.Body != nil {
+			tampered := base
+			tampered.body = tamperBody(t, base.body)
+			add("tampered_body", signed(s, op.ID, base, tampered), refused(operator.ReasonBadSignature))
+			// The same JSON value in other bytes: the signature covers
+			// the raw body, not its meaning.
+			spaced := base
+			spaced.body = append(slices.Clone(base.body), '\n')
+			add("tampered_body_bytes", signed(s, op.ID, base, spaced), refused(operator.ReasonBadSignature))
+			// A signature over no body is no blank cheque for any body.
+			empty := base
+			empty.body = []byte{}
+			add("tampered_body_from_empty", signed(s, op.ID, empty, base), refused(operator.ReasonBadSignature))
+		}
+	}
+	return cases
+}
+
+// addQuery appends a parameter to query: one the operation declares and
+// the query lacks (so the tampered request is one the route would serve),
+// or an undeclared one.
+func addQuery(declared []opParam, query string) string {
+	v, _ := url.ParseQuery(query)
+	add := "x=1"
+	for _, p := range declared {
+		if p.in == "query" && !v.Has(p.name) {
+			val := "x"
+			switch p.kind {
+			case reflect.Int, reflect.Int64, reflect.Uint64, reflect.Uint:
+				val = "5"
+			}
+			add = url.QueryEscape(p.name) + "=" + val
+			break
+		}
+	}
+	if query == "" {
+		return add
+	}
+	return query + "&" + add
+}
+
+// changeQuery changes the value of every parameter in query.
+func changeQuery(t testing.TB, query string) string {
+	t.Helper()
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range v {
+		v.Set(k, v.Get(k)+"0")
+	}
+	return v.Encode()
+}
+
+func (fx *matrixFixture) agentCases(t *testing.T, b builder, op contract.Operation) []matrixCase {
+	refused := func(code string) expect {
+		return expect{kind: expectRefused, status: http.StatusUnauthorized, code: code}
+	}
+	// The body of pay.create is a fresh signed instruction each time, so a
+	// request that gets through is a payment that would settle.
+	fresh := func(edit func(t *testing.T, w wire) wire) func(*testing.T) wire {
+		return func(t *testing.T) wire { return edit(t, b.build(t, op, false)) }
+	}
+	bearer := func(v string) func(*testing.T) wire {
+		return fresh(func(_ *testing.T, w wire) wire { return w.with("Authorization", v) })
+	}
+	signedBy := func(key matrixOpKey) func(t *testing.T, w wire) wire {
+		return func(t *testing.T, w wire) wire {
+			return w.with(operator.HeaderName, sign(t, mustSigner(t)(key.signer(matrixClock, matrixBase)), op.ID, w))
+		}
+	}
+	id, secret, err := auth.ParseCredential(fx.cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongSecret := strings.Repeat("A", len(secret))
+	cases := []matrixCase{
+		{"no_credential", fresh(func(_ *testing.T, w wire) wire { return w }), refused(contract.CodeAuthMissing)},
+	}
+	for _, key := range fx.keys.ops {
+		cases = append(cases, matrixCase{"operator_signature_only_" + key.alg, fresh(signedBy(key)), refused(contract.CodeAuthMissing)})
+	}
+	cases = append(cases,
+		matrixCase{"operator_signature_and_malformed_bearer", fresh(func(t *testing.T, w wire) wire {
+			return signedBy(fx.keys.ops[0])(t, w.with("Authorization", "Bearer not-a-credential"))
+		}), refused(contract.CodeAuthInvalid)},
+		matrixCase{"malformed_bearer", bearer("Bearer not-a-credential"), refused(contract.CodeAuthInvalid)},
+		matrixCase{"wrong_scheme", bearer("Basic " + base64.StdEncoding.EncodeToString([]byte("agent:"+fx.cred))), refused(contract.CodeAuthInvalid)},
+		matrixCase{"unknown_credential", bearer("Bearer svc_ak_01JABCDEFGHJKMNPQRSTVWXYZ0_" + secret), refused(contract.CodeAuthInvalid)},
+		matrixCase{"wrong_secret", bearer("Bearer svc_" + id + "_" + wrongSecret), refused(contract.CodeAuthInvalid)},
+		matrixCase{"revoked_credential", bearer("Bearer " + fx.revokedCred), refused(contract.CodeAuthInvalid)},
+		// A DPoP-bound key used as a bearer token is a missing proof.
+		matrixCase{"dpop_bound_as_bearer", bearer("Bearer " + fx.dpopCred), expect{kind: expectRefused,
+			status: http.StatusUnauthorized, code: contract.CodeAuthInvalid, reason: "missing_proof"}},
+		matrixCase{"positive_control", bearer("Bearer " + fx.cred), expect{kind: expectAccepted}},
+	)
+	return cases
+}
+
+func (fx *matrixFixture) openCases(t *testing.T, b builder, op contract.Operation) []matrixCase {
+	base := b.build(t, op, false)
+	open := expect{kind: expectOpen}
+	garbageOp := `keyid="op-ed", ts=1, nonce="AAAAAAAAAAAAAAAAAAAAAA", sig=:AAAA:`
+	fixed := func(w wire) func(*testing.T) wire { return func(*testing.T) wire { return w } }
+	return []matrixCase{
+		{"no_credential", fixed(base), open},
+		{"garbage_bearer", fixed(base.with("Authorization", "Bearer garbage")), open},
+		{"revoked_bearer", fixed(base.with("Authorization", "Bearer "+fx.revokedCred)), open},
+		{"garbage_operator_header", fixed(base.with(operator.HeaderName, garbageOp)), open},
+		{"garbage_both", fixed(base.with("Authorization", "Basic Og==").with(operator.HeaderName, garbageOp)), open},
+	}
+}
+
+// TestNonceSurvivesRestart replays, against a new server process over
+// the same durable store, a signed operator request the previous process
+// accepted: the nonce must still be spent.
+func TestNonceSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	keys := newMatrixKeys(t)
+	open := func() *pebblestore.Store {
+		st, err := pebblestore.Open(dir, &pebblestore.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	op, ok := contract.New().Operation("operator.kill_switch")
+	if !ok || op.Credential != contract.CredentialOperator {
+		t.Fatal("operator.kill_switch is not an operator operation of the contract")
+	}
+	off := false
+	body, err := json.Marshal(contract.KillSwitchRequest{Engaged: &off, Rationale: matrixRationale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := wire{method: op.Method, path: op.Path, body: body, header: http.Header{"Content-Type": {contract.MediaJSON}}}
+	signer := mustSigner(t)(keys.ops[1].signer(matrixClock, matrixBase)) // P-256: the slower key path
+	w := base.with(operator.HeaderName, sign(t, signer, op.ID, base))
+
+	st1 := open()
+	first := newMatrixStack(t, st1, keys)
+	if res := first.send(t, w); res.status != http.StatusOK {
+		t.Fatalf("first process: status %d %s, want 200\n%s", res.status, res.Code, res.body)
+	}
+	if err := first.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st2 := open()
+	t.Cleanup(func() { _ = st2.Close() })
+	second := newMatrixStack(t, st2, keys)
+	before := second.state(t)
+	res := second.send(t, w)
+	if res.status != http.StatusUnauthorized || res.Code != contract.CodeOperatorUnauthorized ||
+		res.Reason != string(operator.ReasonReplayedNonce) {
+		t.Fatalf("replay after restart: %d %s (reason %q), want 401 %s (reason %s)\n%s", res.status, res.Code, res.Reason,
+			contract.CodeOperatorUnauthorized, operator.ReasonReplayedNonce, res.body)
+	}
+	if after := second.state(t); after != before {
+		t.Errorf("the refused replay changed state: record size %d → %d", before.size, after.size)
+	}
+	if got := second.refusals.since(0); len(got) != 1 || got[0].reason != operator.ReasonReplayedNonce || got[0].keyID != keys.ops[1].kid {
+		t.Errorf("OnRefused calls %+v, want one replayed_nonce for %s", got, keys.ops[1].kid)
+	}
+	// Control: the new process accepts a fresh signature, so the refusal
+	// above is the nonce's doing.
+	fresh := base.with(operator.HeaderName, sign(t, signer, op.ID, base))
+	if res := second.send(t, fresh); res.status != http.StatusOK {
+		t.Fatalf("fresh signature after restart: status %d %s, want 200\n%s", res.status, res.Code, res.body)
+	}
+}
+
+// matrixLimiter is a limiter far above what the matrix sends: rate limits
+// have their own test; here they only must not change a cell's answer.
+func matrixLimiter(t testing.TB) *auth.Limiter {
+	t.Helper()
+	l, err := auth.NewLimiter(&auth.LimiterOptions{Rate: 1e6, Burst: 1e6, Now: matrixClock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// matrixUsage counts in memory only during the test (its flush interval is
+// a day), so refused requests leave the store byte for byte unchanged.
+func matrixUsage(t testing.TB, st store.Store) *auth.Usage {
+	u := auth.NewUsage(st, &auth.UsageOptions{Now: matrixClock, FlushEvery: 24 * time.Hour})
+	t.Cleanup(func() { _ = u.Close(context.Background()) })
+	return u
+}
