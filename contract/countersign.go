@@ -230,6 +230,13 @@ func Operations() []Operation {
 			Responses:   []Response{{Status: 200, Description: "OpenAPI 3.1 document.", Content: []Content{{MediaType: MediaJSON}}}},
 		},
 		{
+			ID: "asyncapi.get", Method: "GET", Path: "/asyncapi.json",
+			Summary:     "The event surface (AsyncAPI 3.0)",
+			Description: "The events the server sends to registered webhook endpoints, generated from the same model as the routes: channels per event kind, payloads, and the Svc-Signature delivery header.",
+			Credential:  CredentialNone,
+			Responses:   []Response{{Status: 200, Description: "AsyncAPI 3.0 document.", Content: []Content{{MediaType: MediaJSON}}}},
+		},
+		{
 			ID: "health.get", Method: "GET", Path: "/healthz",
 			Summary:     "Liveness",
 			Description: "Answers while the process serves requests. It does not touch the store.",

@@ -167,6 +167,7 @@ func ExampleModel_OpenAPI() {
 	// DELETE /operator/agents/{id} operator.agents.revoke operator
 	// POST /protocol/mandate/revoke mandate.revoke operator
 	// GET /openapi.json openapi.get none
+	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none
 	// GET /problems/{code} problems.get none
 }

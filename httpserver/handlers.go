@@ -38,6 +38,7 @@ func (s *server) endpoints() map[string]endpoint {
 		"operator.agents.revoke": jsonEndpoint(s.opAgentsRevoke),
 		"mandate.revoke":         jsonEndpoint(s.opMandateRevoke),
 		"openapi.get":            rawEndpoint(s.openAPI),
+		"asyncapi.get":           rawEndpoint(s.asyncAPI),
 		"health.get":             jsonEndpoint(s.health),
 		"problems.get":           rawEndpoint(s.problemPage),
 	}
@@ -109,6 +110,16 @@ func (s *server) openAPI(w http.ResponseWriter, r *http.Request, _ *noParams) er
 	h.Set("Content-Length", strconv.Itoa(len(s.openapi)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(s.openapi)
+	return nil
+}
+
+func (s *server) asyncAPI(w http.ResponseWriter, r *http.Request, _ *noParams) error {
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Type", contract.MediaJSON)
+	h.Set("Content-Length", strconv.Itoa(len(s.asyncapi)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(s.asyncapi)
 	return nil
 }
 

@@ -155,6 +155,7 @@ type server struct {
 
 	mux      *http.ServeMux
 	openapi  []byte
+	asyncapi []byte
 	etag     string
 	entropy  io.Reader // safe for concurrent use
 	pageTmpl *template.Template
@@ -215,6 +216,9 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 	s.openapi = doc
 	sum := sha256.Sum256(doc)
 	s.etag = `"` + hex.EncodeToString(sum[:16]) + `"`
+	if s.asyncapi, err = s.model.AsyncAPI(s.baseURL); err != nil {
+		return nil, fmt.Errorf("httpserver: %w", err)
+	}
 	s.pageTmpl, err = template.New("problem").Parse(problemPageHTML)
 	if err != nil {
 		return nil, fmt.Errorf("httpserver: problem page template: %w", err)

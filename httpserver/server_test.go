@@ -58,6 +58,7 @@ func realRouteCases() []routeCase {
 		{op: "mandate.revoke", method: "POST", target: "/protocol/mandate/revoke", body: `{"mandateId":"m","rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "intents.events", target: "/intents/int_1/events?limit=5", status: 200, media: contract.MediaJSON},
 		{op: "openapi.get", target: "/openapi.json", status: 200, media: contract.MediaJSON},
+		{op: "asyncapi.get", target: "/asyncapi.json", status: 200, media: contract.MediaJSON},
 		{op: "health.get", target: "/healthz", status: 200, media: contract.MediaJSON, check: func(t *testing.T, b []byte) {
 			if string(b) != `{"status":"ok"}`+"\n" {
 				t.Errorf("healthz body %q", b)
