@@ -55,6 +55,8 @@ const (
 	MediaProblem = "application/problem+json"
 	MediaText    = "text/plain"
 	MediaHTML    = "text/html"
+	// MediaEventStream is a Server-Sent Events stream (WHATWG HTML).
+	MediaEventStream = "text/event-stream"
 )
 
 // Operation declares one HTTP operation.
