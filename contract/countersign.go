@@ -1,13 +1,13 @@
 package contract
 
 import (
-	"encoding/json"
 	"reflect"
 	"time"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/webhook"
 )
 
 // Version is the version of the contract this package declares, served as
@@ -77,6 +77,22 @@ func Operations() []Operation {
 			Params:     reflect.TypeFor[AuditConsistencyParams](),
 			Responses:  []Response{JSON(200, "The consistency proof.", reflect.TypeFor[audit.ConsistencyProof]())},
 			Problems:   []string{CodeAuditOutOfRange, CodeUnavailable},
+		},
+		{
+			ID: "audit.stream", Method: "GET", Path: "/audit/stream",
+			Summary: "Live stream of record entries",
+			Description: "Server-Sent Events: one event per record entry, in sequence order, after the sequence " +
+				"number after (0, the default, streams the whole record) or, when sent, after Last-Event-ID, which " +
+				"an EventSource sends when it reconnects. Each event has id = the entry's seq, event = its type and " +
+				"data = the whole signed entry exactly as audit.list serves it, on one line. An idle stream carries " +
+				"a comment line every 15 s. The server ends the stream when the client falls more than 1,024 entries " +
+				"behind, and on shutdown; the client reconnects with Last-Event-ID (retry: 2000) and resumes with " +
+				"no gap and no duplicate.",
+			Credential: CredentialAgent,
+			Params:     reflect.TypeFor[AuditStreamParams](),
+			Responses: []Response{{Status: 200, Description: "An event stream of record entries.",
+				Content: []Content{{MediaType: MediaEventStream}}}},
+			Problems: []string{CodeAuditOutOfRange, CodeUnavailable},
 		},
 		{
 			ID: "pay.create", Method: "POST", Path: "/pay",
@@ -213,6 +229,69 @@ func Operations() []Operation {
 			Problems:    []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeAuthKeyNotFound, CodeRequestTooLarge, CodeRequestUnsupportedMediaType, CodeUnavailable},
 		},
 		{
+			ID: "webhooks.create", Method: "POST", Path: "/webhooks/endpoints",
+			Summary: "Register a webhook endpoint",
+			Description: "Registers a destination for signed events derived from the record. The signing secret is in " +
+				"this answer only. An agent can never register a destination for copies of the record: this is operator-signed.",
+			Credential: CredentialOperator,
+			Body:       reflect.TypeFor[WebhookCreateRequest](),
+			Responses:  []Response{JSON(201, "The endpoint and, this once, its signing secret.", reflect.TypeFor[webhook.Created]())},
+			Problems:   webhookProblems,
+		},
+		{
+			ID: "webhooks.list", Method: "GET", Path: "/webhooks/endpoints",
+			Summary: "List webhook endpoints", Description: "Pages through the endpoints, oldest first. Secrets are never shown.",
+			Credential: CredentialOperator,
+			Params:     reflect.TypeFor[PageParams](),
+			Responses:  []Response{JSON(200, "A page of endpoints.", reflect.TypeFor[webhook.EndpointPage]())},
+			Problems:   webhookProblems,
+		},
+		{
+			ID: "webhooks.get", Method: "GET", Path: "/webhooks/endpoints/{id}",
+			Summary: "One webhook endpoint", Description: "Returns the endpoint; its secret is never shown.",
+			Credential: CredentialOperator,
+			Params:     reflect.TypeFor[EndpointParams](),
+			Responses:  []Response{JSON(200, "The endpoint.", reflect.TypeFor[webhook.Endpoint]())},
+			Problems:   webhookProblems,
+		},
+		{
+			ID: "webhooks.update", Method: "PATCH", Path: "/webhooks/endpoints/{id}",
+			Summary: "Change a webhook endpoint",
+			Description: "Changes url, events or active. rotateSecret: true issues a new secret, shown in this answer " +
+				"only; for 24 hours deliveries carry signatures under both the old and the new secret.",
+			Credential: CredentialOperator,
+			Params:     reflect.TypeFor[EndpointParams](),
+			Body:       reflect.TypeFor[WebhookUpdateRequest](),
+			Responses:  []Response{JSON(200, "The endpoint (and a rotated secret, once).", reflect.TypeFor[webhook.Updated]())},
+			Problems:   webhookProblems,
+		},
+		{
+			ID: "webhooks.delete", Method: "DELETE", Path: "/webhooks/endpoints/{id}",
+			Summary:     "Delete a webhook endpoint",
+			Description: "Deletes the endpoint; pending deliveries to it stop. The rationale is a query parameter (a DELETE has no body).",
+			Credential:  CredentialOperator,
+			Params:      reflect.TypeFor[EndpointDeleteParams](),
+			Responses:   []Response{{Status: 204, Description: "Deleted."}},
+			Problems:    webhookProblems,
+		},
+		{
+			ID: "webhooks.deliveries", Method: "GET", Path: "/webhooks/endpoints/{id}/deliveries",
+			Summary: "Deliveries of an endpoint", Description: "Pages through the deliveries, newest event first: event id, attempts, last status and error, next attempt, state.",
+			Credential: CredentialOperator,
+			Params:     reflect.TypeFor[DeliveriesParams](),
+			Responses:  []Response{JSON(200, "A page of deliveries.", reflect.TypeFor[webhook.DeliveryPage]())},
+			Problems:   webhookProblems,
+		},
+		{
+			ID: "webhooks.retry", Method: "POST", Path: "/webhooks/endpoints/{id}/deliveries/{eventId}/retry",
+			Summary: "Retry a delivery now", Description: "Makes a pending or failed delivery due now.",
+			Credential: CredentialOperator,
+			Params:     reflect.TypeFor[DeliveryParams](),
+			Body:       reflect.TypeFor[RationaleRequest](),
+			Responses:  []Response{JSON(200, "The delivery.", reflect.TypeFor[webhook.Delivery]())},
+			Problems:   webhookProblems,
+		},
+		{
 			ID: "mandate.revoke", Method: "POST", Path: "/protocol/mandate/revoke",
 			Summary: "Revoke a mandate",
 			Description: "Protocol surface, override class. Revokes a mandate for good: every later payment under it is " +
@@ -261,6 +340,12 @@ type AuditListParams struct {
 	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Entries per page, 1 to 100."`
 }
 
+// AuditStreamParams are the parameters of audit.stream.
+type AuditStreamParams struct {
+	After       uint64 `query:"after" doc:"Stream the entries after this sequence number; 0 (the default) streams the whole record."`
+	LastEventID string `header:"Last-Event-ID" doc:"Sent by an EventSource when it reconnects: the id (sequence number) of the last event it received. Takes precedence over after; anything but a decimal sequence number is refused."`
+}
+
 // PayParams are the parameters of pay.create.
 type PayParams struct {
 	IdempotencyKey string `header:"Idempotency-Key" validate:"omitempty,max=255" doc:"Optional; must equal the instruction's idempotencyKey, which is what idempotency is keyed on."`
@@ -276,6 +361,48 @@ type IntentEventsParams struct {
 	ID     string `path:"id" validate:"required,max=64" doc:"The intent id (int_...)."`
 	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page."`
 	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Entries per page, 1 to 100."`
+}
+
+// webhookProblems are the problem codes of the endpoint management routes.
+var webhookProblems = []string{CodeOperatorUnauthorized, CodeOperatorRationaleTooShort, CodeWebhookInvalidURL,
+	CodeWebhookInvalidEvents, CodeWebhookNotFound, CodeWebhookBadCursor, CodeWebhookTooMany, CodeWebhookDeliveryNotFound,
+	CodeWebhookInactive, CodeWebhookBadLimit, CodeRequestTooLarge,
+	CodeRequestUnsupportedMediaType, CodeUnavailable}
+
+// WebhookCreateRequest is the body of webhooks.create.
+type WebhookCreateRequest struct {
+	webhook.CreateRequest
+	Rationale string `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// WebhookUpdateRequest is the body of webhooks.update.
+type WebhookUpdateRequest struct {
+	webhook.UpdateRequest
+	Rationale string `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// EndpointParams name a webhook endpoint in the path.
+type EndpointParams struct {
+	ID string `path:"id" validate:"required,max=64" doc:"The endpoint id (we_...)."`
+}
+
+// EndpointDeleteParams are the parameters of webhooks.delete.
+type EndpointDeleteParams struct {
+	ID        string `path:"id" validate:"required,max=64" doc:"The endpoint id (we_...)."`
+	Rationale string `query:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// DeliveriesParams are the parameters of webhooks.deliveries.
+type DeliveriesParams struct {
+	ID     string `path:"id" validate:"required,max=64" doc:"The endpoint id (we_...)."`
+	Cursor string `query:"cursor" validate:"omitempty,max=256" doc:"Opaque cursor: the nextCursor of the previous page."`
+	Limit  int    `query:"limit" default:"20" validate:"min=1,max=100" doc:"Items per page, 1 to 100."`
+}
+
+// DeliveryParams name one delivery of an endpoint.
+type DeliveryParams struct {
+	ID      string `path:"id" validate:"required,max=64" doc:"The endpoint id (we_...)."`
+	EventID string `path:"eventId" validate:"required,max=128" doc:"The event id (evt_<sequence>_<type>)."`
 }
 
 // UsageParams are the parameters of usage.get.
@@ -356,43 +483,27 @@ type ProblemPageParams struct {
 // Event kinds (DESIGN §7). Events are derived from record entries, never
 // emitted on their own.
 const (
-	EventGateDecision       = "gate.decision"
-	EventIntentDenied       = "intent.denied"
-	EventApprovalPending    = "approval.pending"
-	EventPaymentSettled     = "payment.settled"
-	EventAuditAppended      = "audit.appended"
-	EventMemoryRecorded     = "memory.recorded"
-	EventMemoryConsolidated = "memory.consolidated"
-	EventMemoryErased       = "memory.erased"
-	EventMemoryTainted      = "memory.tainted"
+	EventGateDecision       = webhook.EventGateDecision
+	EventIntentDenied       = webhook.EventIntentDenied
+	EventApprovalPending    = webhook.EventApprovalPending
+	EventPaymentSettled     = webhook.EventPaymentSettled
+	EventAuditAppended      = webhook.EventAuditAppended
+	EventMemoryRecorded     = webhook.EventMemoryRecorded
+	EventMemoryConsolidated = webhook.EventMemoryConsolidated
+	EventMemoryErased       = webhook.EventMemoryErased
+	EventMemoryTainted      = webhook.EventMemoryTainted
 )
 
-// Event is the body of every webhook delivery. It is derived from one
-// record entry, which it carries whole, so a receiver can verify it with
-// the deployment's record key instead of trusting the delivery.
-type Event struct {
-	ID        string          `json:"id" validate:"required" doc:"evt_<sequence>_<type>: the same for every delivery of this event; deduplicate on it."`
-	Type      string          `json:"type" validate:"required" doc:"The event kind."`
-	CreatedAt time.Time       `json:"createdAt" doc:"When the entry was recorded (its at member)."`
-	Sequence  uint64          `json:"sequence" validate:"min=1" doc:"Sequence number of the entry; the record, not arrival order, is the sequence."`
-	Data      json.RawMessage `json:"data" doc:"Kind-specific data, taken from the entry."`
-	Entry     audit.Entry     `json:"entry" doc:"The whole signed record entry."`
-}
+// Event is the body of every webhook delivery; package webhook derives it
+// from the record and owns the type.
+type Event = webhook.Event
 
-// Events returns the event kinds of this release.
+// Events returns the event kinds of this release, as package webhook
+// defines them (one list serves derivation, delivery and the documents).
 func Events() []EventKind {
-	ev := func(name, desc string) EventKind {
-		return EventKind{Name: name, Description: desc, Payload: reflect.TypeFor[Event]()}
+	var out []EventKind
+	for _, k := range webhook.Kinds() {
+		out = append(out, EventKind{Name: k.Name, Description: k.Description, Payload: k.Payload})
 	}
-	return []EventKind{
-		ev(EventGateDecision, "A decision was made on a payment, whatever its outcome."),
-		ev(EventIntentDenied, "A payment was refused."),
-		ev(EventApprovalPending, "A payment is waiting for a person to approve it."),
-		ev(EventPaymentSettled, "Value moved: a payment settled."),
-		ev(EventAuditAppended, "The record grew by one entry; sent for every entry."),
-		ev(EventMemoryRecorded, "A memory record was written (deployments running a memory store)."),
-		ev(EventMemoryConsolidated, "Memory records were consolidated (deployments running a memory store)."),
-		ev(EventMemoryErased, "Memory was erased by an operator, with a signed erasure proof."),
-		ev(EventMemoryTainted, "A memory record was marked tainted."),
-	}
+	return out
 }

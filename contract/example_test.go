@@ -153,6 +153,7 @@ func ExampleModel_OpenAPI() {
 	// GET /audit/checkpoint audit.checkpoint agent
 	// GET /audit/entries/{seq} audit.entry agent
 	// GET /audit/consistency audit.consistency agent
+	// GET /audit/stream audit.stream agent
 	// POST /pay pay.create agent
 	// GET /intents/{id} intents.get agent
 	// GET /intents/{id}/events intents.events agent
@@ -165,6 +166,13 @@ func ExampleModel_OpenAPI() {
 	// POST /operator/agents operator.agents.create operator
 	// GET /operator/agents operator.agents.list operator
 	// DELETE /operator/agents/{id} operator.agents.revoke operator
+	// POST /webhooks/endpoints webhooks.create operator
+	// GET /webhooks/endpoints webhooks.list operator
+	// GET /webhooks/endpoints/{id} webhooks.get operator
+	// PATCH /webhooks/endpoints/{id} webhooks.update operator
+	// DELETE /webhooks/endpoints/{id} webhooks.delete operator
+	// GET /webhooks/endpoints/{id}/deliveries webhooks.deliveries operator
+	// POST /webhooks/endpoints/{id}/deliveries/{eventId}/retry webhooks.retry operator
 	// POST /protocol/mandate/revoke mandate.revoke operator
 	// GET /openapi.json openapi.get none
 	// GET /asyncapi.json asyncapi.get none

@@ -97,6 +97,14 @@ const (
 	CodeAuthBadCursor                = "auth.bad_cursor"
 	CodeAuthKeyNotFound              = "auth.key_not_found"
 	CodeUsageBadWindow               = "usage.bad_window"
+	CodeWebhookInvalidURL            = "webhook.invalid_url"
+	CodeWebhookInvalidEvents         = "webhook.invalid_events"
+	CodeWebhookNotFound              = "webhook.not_found"
+	CodeWebhookBadCursor             = "webhook.bad_cursor"
+	CodeWebhookTooMany               = "webhook.too_many_endpoints"
+	CodeWebhookDeliveryNotFound      = "webhook.delivery_not_found"
+	CodeWebhookInactive              = "webhook.endpoint_inactive"
+	CodeWebhookBadLimit              = "webhook.bad_limit"
 	CodeIntentNotFound               = "intent.not_found"
 	CodeIdempotencyKeyHeaderMismatch = "idempotency.key_mismatch"
 )
@@ -263,6 +271,23 @@ func Problems() []ProblemType {
 			Description: "No agent key has this id."},
 		{Code: CodeUsageBadWindow, Status: 400, Title: "Bad usage window", Action: ActionFixRequest,
 			Description: "since must be before until, and the window at most 31 days. Both are RFC 3339 timestamps."},
+		{Code: CodeWebhookInvalidURL, Status: 400, Title: "Invalid endpoint URL", Action: ActionFixRequest,
+			Description: "An endpoint URL must be https (http only to a loopback address in sandbox mode), without " +
+				"credentials or fragment, and must not name a private, loopback, link-local or multicast address."},
+		{Code: CodeWebhookInvalidEvents, Status: 400, Title: "Invalid event kinds", Action: ActionFixRequest,
+			Description: "events must list at least one known event kind, or \"*\" for every kind; the detail lists the valid kinds."},
+		{Code: CodeWebhookNotFound, Status: 404, Title: "No such endpoint or delivery", Action: ActionFixRequest,
+			Description: "No webhook endpoint (or no delivery of it) has this id."},
+		{Code: CodeWebhookBadCursor, Status: 400, Title: "Bad cursor", Action: ActionFixRequest,
+			Description: "The cursor was not issued by this list. Pass exactly the nextCursor of a previous page."},
+		{Code: CodeWebhookTooMany, Status: 409, Title: "Too many endpoints", Action: ActionStop,
+			Description: "The deployment's limit on webhook endpoints is reached. Delete an endpoint you no longer use."},
+		{Code: CodeWebhookDeliveryNotFound, Status: 404, Title: "No such delivery", Action: ActionFixRequest,
+			Description: "The endpoint has no delivery of this event (it was not subscribed, or the delivery's retention passed)."},
+		{Code: CodeWebhookInactive, Status: 409, Title: "Endpoint inactive", Action: ActionFixRequest,
+			Description: "The endpoint is inactive, so nothing is delivered to it. Activate it (PATCH active: true) first."},
+		{Code: CodeWebhookBadLimit, Status: 400, Title: "Bad page size", Action: ActionFixRequest,
+			Description: "limit must be 1 to 100."},
 		{Code: CodeIntentNotFound, Status: 404, Title: "No such intent", Action: ActionFixRequest,
 			Description: "No intent with this id exists for the calling agent key. Intents are visible only to the " +
 				"agent key that created them."},

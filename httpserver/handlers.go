@@ -23,6 +23,7 @@ func (s *server) endpoints() map[string]endpoint {
 		"audit.checkpoint":  rawEndpoint(s.auditCheckpoint),
 		"audit.entry":       jsonEndpoint(s.auditEntry),
 		"audit.consistency": jsonEndpoint(s.auditConsistency),
+		"audit.stream":      rawEndpoint(s.auditStream),
 		"pay.create":        rawEndpoint(s.payCreate),
 		"intents.get":       jsonEndpoint(s.intentGet),
 		"intents.events":    jsonEndpoint(s.intentEvents),
@@ -37,10 +38,18 @@ func (s *server) endpoints() map[string]endpoint {
 		"operator.agents.list":   jsonEndpoint(s.opAgentsList),
 		"operator.agents.revoke": jsonEndpoint(s.opAgentsRevoke),
 		"mandate.revoke":         jsonEndpoint(s.opMandateRevoke),
-		"openapi.get":            rawEndpoint(s.openAPI),
-		"asyncapi.get":           rawEndpoint(s.asyncAPI),
-		"health.get":             jsonEndpoint(s.health),
-		"problems.get":           rawEndpoint(s.problemPage),
+
+		"webhooks.create":     rawEndpoint(s.whCreate),
+		"webhooks.list":       jsonEndpoint(s.whList),
+		"webhooks.get":        jsonEndpoint(s.whGet),
+		"webhooks.update":     rawEndpoint(s.whUpdate),
+		"webhooks.delete":     rawEndpoint(s.whDelete),
+		"webhooks.deliveries": jsonEndpoint(s.whDeliveries),
+		"webhooks.retry":      jsonEndpoint(s.whRetry),
+		"openapi.get":         rawEndpoint(s.openAPI),
+		"asyncapi.get":        rawEndpoint(s.asyncAPI),
+		"health.get":          jsonEndpoint(s.health),
+		"problems.get":        rawEndpoint(s.problemPage),
 	}
 }
 
@@ -96,6 +105,14 @@ func (s *server) auditConsistency(ctx context.Context, p *contract.AuditConsiste
 		proof.Hashes = []string{}
 	}
 	return proof, nil
+}
+
+func (s *server) auditStream(w http.ResponseWriter, r *http.Request, p *contract.AuditStreamParams) error {
+	after, err := resumePoint(p.LastEventID, p.After)
+	if err != nil {
+		return err
+	}
+	return serveAuditStream(w, r, s.auditHub, after, streamOptions{Logger: s.log})
 }
 
 func (s *server) openAPI(w http.ResponseWriter, r *http.Request, _ *noParams) error {

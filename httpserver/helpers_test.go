@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/webhook"
 )
 
 const testBase = "https://countersign.example"
@@ -411,4 +412,35 @@ func testUsage(t *testing.T) *auth.Usage {
 	u := auth.NewUsage(memstore.New(nil), &auth.UsageOptions{FlushEvery: time.Hour})
 	t.Cleanup(func() { _ = u.Close(context.Background()) })
 	return u
+}
+
+// fakeWebhooks answers endpoint management with a fixed endpoint.
+type fakeWebhooks struct{}
+
+var fakeEndpoint = webhook.Endpoint{ID: "we_1", URL: "https://hooks.example/in", Events: []string{"*"}, Active: true,
+	CreatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), UpdatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
+
+func (fakeWebhooks) Create(context.Context, webhook.CreateRequest, audit.Actor, string, string) (webhook.Created, error) {
+	return webhook.Created{Endpoint: fakeEndpoint, Secret: "whsec_x"}, nil
+}
+func (fakeWebhooks) Get(context.Context, string) (webhook.Endpoint, error) { return fakeEndpoint, nil }
+func (fakeWebhooks) List(context.Context, string, int) (webhook.EndpointPage, error) {
+	return webhook.EndpointPage{Data: []webhook.Endpoint{fakeEndpoint}}, nil
+}
+func (fakeWebhooks) Update(context.Context, string, webhook.UpdateRequest, audit.Actor, string, string) (webhook.Updated, error) {
+	return webhook.Updated{Endpoint: fakeEndpoint}, nil
+}
+func (fakeWebhooks) Delete(context.Context, string, audit.Actor, string, string) error { return nil }
+
+// fakeDeliveries answers delivery listing and retry.
+type fakeDeliveries struct{}
+
+var fakeDelivery = webhook.Delivery{EndpointID: "we_1", EventID: "evt_1_audit.appended", EventType: "audit.appended",
+	Sequence: 1, State: "pending", Attempts: 1, CreatedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
+
+func (fakeDeliveries) Deliveries(context.Context, string, string, int) (webhook.DeliveryPage, error) {
+	return webhook.DeliveryPage{Data: []webhook.Delivery{fakeDelivery}}, nil
+}
+func (fakeDeliveries) Retry(context.Context, string, string, audit.Actor, string, string) (webhook.Delivery, error) {
+	return fakeDelivery, nil
 }

@@ -51,6 +51,7 @@ import (
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/pebblestore"
+	"github.com/countersign/countersign/webhook"
 )
 
 const (
@@ -175,6 +176,7 @@ type matrixStack struct {
 	st       store.Store
 	log      *audit.Log
 	keys     *auth.Keys
+	webhooks *webhook.Endpoints
 	refusals *refusalLog
 }
 
@@ -214,6 +216,15 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	endpoints, err := webhook.NewEndpoints(st, lg, &webhook.Options{Now: matrixClock, Logger: quiet, SealKey: make([]byte, webhook.SealKeySize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not started: the matrix drives its listing and retry, never delivery.
+	dispatcher, err := webhook.NewDispatcher(st, lg, endpoints, &webhook.DispatcherOptions{Now: matrixClock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL: matrixBase,
 		Logger:  quiet,
@@ -222,18 +233,20 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		Audit:   lg,
 		Authenticator: httpserver.AgentAuthenticator{Keys: keys, BaseURL: matrixBase,
 			DPoP: auth.NewDPoPVerifier(st, &auth.DPoPOptions{Now: matrixClock, Logger: quiet})},
-		Operators:   httpserver.OperatorAuth{Verifier: verifier},
-		Limiter:     matrixLimiter(t),
-		AddrLimiter: matrixLimiter(t),
-		Usage:       matrixUsage(t, st),
-		Payments:    svc,
-		Operations:  svc,
-		AgentKeys:   keys,
+		Operators:         httpserver.OperatorAuth{Verifier: verifier},
+		Limiter:           matrixLimiter(t),
+		AddrLimiter:       matrixLimiter(t),
+		Usage:             matrixUsage(t, st),
+		Webhooks:          endpoints,
+		WebhookDeliveries: dispatcher,
+		Payments:          svc,
+		Operations:        svc,
+		AgentKeys:         keys,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &matrixStack{h: h, st: st, log: lg, keys: keys, refusals: refusals}
+	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, refusals: refusals}
 }
 
 // wire is a request as it goes on the wire. It is a value so that one
@@ -354,6 +367,8 @@ type matrixFixture struct {
 	cred        string // the agent credential every agent route is called with
 	keyID       string // its key id
 	victimKeyID string // the key the revoke route revokes
+	endpointID  string // a webhook endpoint the routes address
+	victimEPID  string // the endpoint the delete route deletes
 	revokedCred string
 	dpopCred    string // a DPoP-bound key presented as a bearer token
 	settled     string // intent ids
@@ -389,6 +404,14 @@ func newMatrixFixture(t *testing.T) *matrixFixture {
 		t.Fatal(err)
 	}
 	fx.revokedCred = revoked.Credential
+	for _, id := range []*string{&fx.endpointID, &fx.victimEPID} {
+		c, err := fx.matrixStack.webhooks.Create(ctx, webhook.CreateRequest{URL: "https://hooks.example/in", Events: []string{"*"}},
+			seed, "req_seed", "seed endpoint for the matrix")
+		if err != nil {
+			t.Fatal(err)
+		}
+		*id = c.ID
+	}
 	thumb := sha256.Sum256([]byte("a DPoP key"))
 	fx.dpopCred = issue("matrix-dpop", base64.RawURLEncoding.EncodeToString(thumb[:])).Credential
 
@@ -480,8 +503,14 @@ func matrixParams(fx *matrixFixture) map[paramKey]paramValue {
 		p(reflect.TypeFor[contract.UsageParams](), "query", "until"):           {"2026-11-24T00:00:00Z", "2026-11-30T00:00:00Z"},
 		// The signed revocation of the victim key, turned by the tamper
 		// cases against the key every agent route uses.
-		p(reflect.TypeFor[contract.AgentRevokeParams](), "path", "id"):         {fx.victimKeyID, fx.keyID},
-		p(reflect.TypeFor[contract.AgentRevokeParams](), "query", "rationale"): {matrixRationale, "retire every key of this tenant"},
+		p(reflect.TypeFor[contract.AgentRevokeParams](), "path", "id"):            {fx.victimKeyID, fx.keyID},
+		p(reflect.TypeFor[contract.AgentRevokeParams](), "query", "rationale"):    {matrixRationale, "retire every key of this tenant"},
+		p(reflect.TypeFor[contract.EndpointParams](), "path", "id"):               {fx.endpointID, fx.victimEPID},
+		p(reflect.TypeFor[contract.EndpointDeleteParams](), "path", "id"):         {fx.victimEPID, fx.endpointID},
+		p(reflect.TypeFor[contract.EndpointDeleteParams](), "query", "rationale"): {matrixRationale, "drop every endpoint we have"},
+		p(reflect.TypeFor[contract.DeliveriesParams](), "path", "id"):             {fx.endpointID, fx.victimEPID},
+		p(reflect.TypeFor[contract.DeliveryParams](), "path", "id"):               {fx.endpointID, fx.victimEPID},
+		p(reflect.TypeFor[contract.DeliveryParams](), "path", "eventId"):          {"evt_1_audit.appended", "evt_2_audit.appended"},
 	}
 }
 
@@ -507,6 +536,14 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		},
 		reflect.TypeFor[contract.AgentCreateRequest](): func(testing.TB) any {
 			return contract.AgentCreateRequest{Name: "matrix-created", AgentIDs: []string{fx.agentHex}, Rationale: matrixRationale}
+		},
+		reflect.TypeFor[contract.WebhookCreateRequest](): func(testing.TB) any {
+			return contract.WebhookCreateRequest{CreateRequest: webhook.CreateRequest{URL: "https://hooks.example/new", Events: []string{"payment.settled"}},
+				Rationale: matrixRationale}
+		},
+		reflect.TypeFor[contract.WebhookUpdateRequest](): func(testing.TB) any {
+			on := true
+			return contract.WebhookUpdateRequest{UpdateRequest: webhook.UpdateRequest{Active: &on}, Rationale: matrixRationale}
 		},
 		reflect.TypeFor[contract.MandateRevokeRequest](): func(testing.TB) any {
 			// Not the fixture's mandate: the approve route still needs it.

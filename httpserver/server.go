@@ -105,6 +105,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// Audit is the record (required).
 	Audit AuditLog
+	// AuditHub serves the live record stream, audit.stream. Nil: that
+	// operation answers 500. Streams never go idle, so http.Server.Shutdown
+	// waits for them until the hub is closed: close it when shutdown starts
+	// (http.Server.RegisterOnShutdown), and the streams end cleanly.
+	AuditHub *audit.Hub
 	// Authenticator checks agent credentials. Nil: agent operations are
 	// open in Sandbox mode, and New fails otherwise.
 	Authenticator Authenticator
@@ -129,6 +134,10 @@ type Config struct {
 	// Usage counts authenticated requests for GET /usage. Nil: usage.get
 	// answers 500 and nothing is counted.
 	Usage *auth.Usage
+	// Webhooks manages webhook endpoints and WebhookDeliveries their
+	// deliveries. Nil: those operations answer 500.
+	Webhooks          Webhooks
+	WebhookDeliveries WebhookDeliveries
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -144,6 +153,7 @@ type server struct {
 	maxBody    int64
 	sandbox    bool
 	audit      AuditLog
+	auditHub   *audit.Hub
 	auth       Authenticator
 	operators  OperatorVerifier
 	payments   Payments
@@ -152,6 +162,8 @@ type server struct {
 	limiter    *auth.Limiter
 	addrLimit  *auth.Limiter
 	usage      *auth.Usage
+	webhooks   Webhooks
+	deliveries WebhookDeliveries
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -177,9 +189,10 @@ func New(cfg Config) (http.Handler, error) {
 func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 	s := &server{
 		model: cfg.Model, log: cfg.Logger, now: cfg.Now, maxBody: cfg.MaxBodyBytes,
-		sandbox: cfg.Sandbox, audit: cfg.Audit, auth: cfg.Authenticator, operators: cfg.Operators,
+		sandbox: cfg.Sandbox, audit: cfg.Audit, auditHub: cfg.AuditHub, auth: cfg.Authenticator, operators: cfg.Operators,
 		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
 		limiter: cfg.Limiter, addrLimit: cfg.AddrLimiter, usage: cfg.Usage,
+		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries,
 	}
 	if s.model == nil {
 		s.model = contract.New()

@@ -55,6 +55,13 @@ func realRouteCases() []routeCase {
 		{op: "operator.agents.create", method: "POST", target: "/operator/agents", body: `{"name":"bot","agentIds":["` + strings.Repeat("ab", 32) + `"],"rationale":"routine check by ops"}`, status: 201, media: contract.MediaJSON},
 		{op: "operator.agents.list", target: "/operator/agents", status: 200, media: contract.MediaJSON},
 		{op: "operator.agents.revoke", method: "DELETE", target: "/operator/agents/ak_1?rationale=key+leaked+in+logs", status: 200, media: contract.MediaJSON},
+		{op: "webhooks.create", method: "POST", target: "/webhooks/endpoints", body: `{"url":"https://hooks.example/in","events":["*"],"rationale":"routine check by ops"}`, status: 201, media: contract.MediaJSON},
+		{op: "webhooks.list", target: "/webhooks/endpoints", status: 200, media: contract.MediaJSON},
+		{op: "webhooks.get", target: "/webhooks/endpoints/we_1", status: 200, media: contract.MediaJSON},
+		{op: "webhooks.update", method: "PATCH", target: "/webhooks/endpoints/we_1", body: `{"active":false,"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
+		{op: "webhooks.delete", method: "DELETE", target: "/webhooks/endpoints/we_1?rationale=no+longer+used+by+ops", status: 204, media: ""},
+		{op: "webhooks.deliveries", target: "/webhooks/endpoints/we_1/deliveries", status: 200, media: contract.MediaJSON},
+		{op: "webhooks.retry", method: "POST", target: "/webhooks/endpoints/we_1/deliveries/evt_1_audit.appended/retry", body: `{"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "mandate.revoke", method: "POST", target: "/protocol/mandate/revoke", body: `{"mandateId":"m","rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "intents.events", target: "/intents/int_1/events?limit=5", status: 200, media: contract.MediaJSON},
 		{op: "openapi.get", target: "/openapi.json", status: 200, media: contract.MediaJSON},
@@ -114,6 +121,9 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 			}
 		})
 	}
+	// A stream does not end for a recorder; TestAuditStreamRoute
+	// (sse_route_test.go) serves it over a real connection.
+	seen["audit.stream"] = true
 	for _, op := range contract.New().Operations() {
 		if !seen[op.ID] {
 			t.Errorf("operation %s has no happy-path case", op.ID)
@@ -123,7 +133,7 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 
 func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t)})
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}})
 	cases := realRouteCases()
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
@@ -196,7 +206,7 @@ func TestRoutesRealLog(t *testing.T) {
 		}
 	}
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t)})
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}})
 	runRouteCases(t, ts, m, realRouteCases())
 
 	// The served entry and proof verify with the record's key alone.

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +29,7 @@ import (
 	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pebblestore"
+	"github.com/countersign/countersign/webhook"
 )
 
 const serveSynopsis = `serve [flags]
@@ -57,6 +61,7 @@ type serveConfig struct {
 	agentBurst         int
 	addrRate           float64
 	addrBurst          int
+	webhookSealKey     string
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -78,6 +83,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.agentBurst, "agent-burst", auth.DefaultBurst, "burst size of an agent key's bucket")
 	fs.Float64Var(&c.addrRate, "addr-rate", 20, "requests per second one client address may make to the routes that need no credential")
 	fs.IntVar(&c.addrBurst, "addr-burst", 40, "burst size of a client address's bucket")
+	fs.StringVar(&c.webhookSealKey, "webhook-seal-key", "", "`file` holding the 32-byte key (base64url) that seals webhook signing secrets at rest; sandbox default <data>/keys/webhook-seal.key, generated if missing; required with --production")
 	fs.StringVar(&c.sandboxLatency, "sandbox-latency", "", "sandbox rails' latency as `MIN-MAX` (e.g. 1ms-5ms) or \"off\"; default each rail's realistic latency")
 	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
 }
@@ -111,14 +117,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // server is a running reference server: the store, the record and the
 // HTTP handler over them.
 type server struct {
-	logger *slog.Logger
-	store  *pebblestore.Store
-	log    *audit.Log
-	pay    *pay.Service
-	ops    *operator.Verifier
-	usage  *auth.Usage
-	dpop   *auth.DPoPVerifier
-	http   *http.Server
+	logger   *slog.Logger
+	store    *pebblestore.Store
+	log      *audit.Log
+	hub      *audit.Hub
+	pay      *pay.Service
+	ops      *operator.Verifier
+	usage    *auth.Usage
+	dpop     *auth.DPoPVerifier
+	webhooks *webhook.Dispatcher
+	http     *http.Server
 
 	stop context.CancelFunc // stops the background work
 	bg   sync.WaitGroup
@@ -232,22 +240,38 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	}
 	usage := auth.NewUsage(st, &auth.UsageOptions{Logger: logger})
 	dpop := auth.NewDPoPVerifier(st, &auth.DPoPOptions{Logger: logger})
+	hub := audit.NewHub(lg, &audit.HubOptions{Logger: logger})
+	sealKey, err := loadSealKey(cfg.data, cfg.webhookSealKey, cfg.production)
+	if err != nil {
+		return nil, err
+	}
+	endpoints, err := webhook.NewEndpoints(st, lg, &webhook.Options{SealKey: sealKey, AllowLoopbackHTTP: !cfg.production, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	dispatcher, err := webhook.NewDispatcher(st, lg, endpoints, &webhook.DispatcherOptions{AllowLoopback: !cfg.production, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 
 	model := contract.New()
 	h, err := httpserver.New(httpserver.Config{
-		BaseURL:       baseURL,
-		Sandbox:       !cfg.production,
-		Logger:        logger,
-		Model:         model,
-		Audit:         lg,
-		Authenticator: httpserver.AgentAuthenticator{Keys: keys, DPoP: dpop, BaseURL: baseURL},
-		Limiter:       limiter,
-		AddrLimiter:   addrLimiter,
-		Usage:         usage,
-		Operators:     httpserver.OperatorAuth{Verifier: opVerifier},
-		Payments:      svc,
-		Operations:    svc,
-		AgentKeys:     keys,
+		BaseURL:           baseURL,
+		Sandbox:           !cfg.production,
+		Logger:            logger,
+		Model:             model,
+		Audit:             lg,
+		AuditHub:          hub,
+		Webhooks:          endpoints,
+		WebhookDeliveries: dispatcher,
+		Authenticator:     httpserver.AgentAuthenticator{Keys: keys, DPoP: dpop, BaseURL: baseURL},
+		Limiter:           limiter,
+		AddrLimiter:       addrLimiter,
+		Usage:             usage,
+		Operators:         httpserver.OperatorAuth{Verifier: opVerifier},
+		Payments:          svc,
+		Operations:        svc,
+		AgentKeys:         keys,
 	})
 	if err != nil {
 		return nil, err
@@ -267,6 +291,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		logger: logger,
 		store:  st,
 		log:    lg,
+		hub:    hub,
 		pay:    svc,
 		ops:    opVerifier,
 		usage:  usage,
@@ -280,6 +305,13 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
 	}
+	// Record streams never go idle: end them when Shutdown starts, or it
+	// waits for them until its deadline.
+	srv.http.RegisterOnShutdown(func() { hub.Close() })
+	if err := dispatcher.Start(bgCtx); err != nil {
+		return nil, fmt.Errorf("webhook dispatcher: %w", err)
+	}
+	srv.webhooks = dispatcher
 	srv.bg.Add(1)
 	go srv.maintain(bgCtx)
 	return srv, nil
@@ -394,8 +426,17 @@ func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration
 // close flushes and closes the record and the store; it is safe to call
 // after serve returned.
 func (s *server) close() {
+	s.hub.Close() // idempotent; serve may have returned without Shutdown
 	s.stop()
 	s.bg.Wait()
+	if s.webhooks != nil {
+		// Deliveries in flight finish or stay in the outbox for the next start.
+		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := s.webhooks.Close(dctx); err != nil {
+			s.logger.Error("closing the webhook dispatcher", slog.Any("error", err))
+		}
+		cancel()
+	}
 	// Requests have drained: write the usage counts still in memory.
 	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := s.usage.Close(uctx); err != nil {
@@ -444,4 +485,37 @@ func recordStart(ctx context.Context, lg *audit.Log, cfg serveConfig, baseURL, o
 		})
 		return err
 	})
+}
+
+// loadSealKey returns the key that seals webhook signing secrets at rest:
+// the --webhook-seal-key file, or in sandbox mode <data>/keys/webhook-seal.key,
+// generated on first start. Production refuses a generated key.
+func loadSealKey(dataDir, path string, production bool) ([]byte, error) {
+	if path == "" {
+		if production {
+			return nil, errors.New("--production needs --webhook-seal-key FILE (32 random bytes, base64url; e.g. head -c32 /dev/urandom | basenc --base64url)")
+		}
+		path = filepath.Join(dataDir, "keys", "webhook-seal.key")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			key := make([]byte, webhook.SealKeySize)
+			if _, err := rand.Read(key); err != nil {
+				return nil, err
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(path, []byte(base64.RawURLEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+				return nil, err
+			}
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("webhook seal key: %w", err)
+	}
+	key, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(strings.TrimSpace(string(b)), "="))
+	if err != nil || len(key) != webhook.SealKeySize {
+		return nil, fmt.Errorf("webhook seal key %s: want %d bytes in base64url", path, webhook.SealKeySize)
+	}
+	return key, nil
 }
