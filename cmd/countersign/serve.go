@@ -62,6 +62,7 @@ type serveConfig struct {
 	addrRate           float64
 	addrBurst          int
 	webhookSealKey     string
+	webhookSchedule    string
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -84,6 +85,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.addrRate, "addr-rate", 20, "requests per second one client address may make to the routes that need no credential")
 	fs.IntVar(&c.addrBurst, "addr-burst", 40, "burst size of a client address's bucket")
 	fs.StringVar(&c.webhookSealKey, "webhook-seal-key", "", "`file` holding the 32-byte key (base64url) that seals webhook signing secrets at rest; sandbox default <data>/keys/webhook-seal.key, generated if missing; required with --production")
+	fs.StringVar(&c.webhookSchedule, "webhook-schedule", "", "comma-separated retry `delays` of webhook deliveries (default 1m doubling to 12h, 15 attempts, under 3 days)")
 	fs.StringVar(&c.sandboxLatency, "sandbox-latency", "", "sandbox rails' latency as `MIN-MAX` (e.g. 1ms-5ms) or \"off\"; default each rail's realistic latency")
 	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
 }
@@ -249,7 +251,12 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err != nil {
 		return nil, err
 	}
-	dispatcher, err := webhook.NewDispatcher(st, lg, endpoints, &webhook.DispatcherOptions{AllowLoopback: !cfg.production, Logger: logger})
+	schedule, err := parseSchedule(cfg.webhookSchedule)
+	if err != nil {
+		return nil, err
+	}
+	dispatcher, err := webhook.NewDispatcher(st, lg, endpoints, &webhook.DispatcherOptions{
+		AllowLoopback: !cfg.production, Logger: logger, Schedule: schedule})
 	if err != nil {
 		return nil, err
 	}
@@ -518,4 +525,21 @@ func loadSealKey(dataDir, path string, production bool) ([]byte, error) {
 		return nil, fmt.Errorf("webhook seal key %s: want %d bytes in base64url", path, webhook.SealKeySize)
 	}
 	return key, nil
+}
+
+// parseSchedule reads --webhook-schedule: "" for the default, else
+// comma-separated durations.
+func parseSchedule(v string) ([]time.Duration, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []time.Duration
+	for _, part := range splitList(v) {
+		d, err := time.ParseDuration(part)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("--webhook-schedule: %q is not a positive duration", part)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
