@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+
+	"github.com/countersign/countersign/internal/fielderr"
 )
 
 // Action tells a client what to do about a problem. It is part of every
@@ -300,17 +302,7 @@ func Problems() []ProblemType {
 }
 
 // FieldError is one failing field of a validation problem.
-type FieldError struct {
-	// Field is the JSON path of the member ("amount.minor", "lines[0].sku"),
-	// or the name of a query, path or header parameter.
-	Field string `json:"field" doc:"JSON path of the member (amount.minor, lines[0].sku) or the parameter name."`
-	// Rule is the rule that failed: a validate tag ("min", "oneof",
-	// "required"), "type" for a value of the wrong type, or "unknown" for a
-	// field that does not exist.
-	Rule string `json:"rule" validate:"required" doc:"The rule that failed, e.g. required, min, oneof, or type for a value of the wrong type."`
-	// Message says what is wrong, for people.
-	Message string `json:"message" validate:"required" doc:"What is wrong, for people."`
-}
+type FieldError = fielderr.FieldError
 
 // Problem is the RFC 9457 problem object every error response carries, with
 // Countersign's members (code, action, requestId, retryAfter, errors).

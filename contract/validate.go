@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-playground/validator/v10"
+
+	"github.com/countersign/countersign/internal/fielderr"
 )
 
 // ErrInvalid is matched by every [*ValidationError]; check with errors.Is.
@@ -20,19 +22,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("contract: invalid request: ")
-	for i, fe := range e.Errors {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if fe.Field != "" {
-			b.WriteString(fe.Field)
-			b.WriteString(" ")
-		}
-		b.WriteString(fe.Message)
-	}
-	return b.String()
+	return fielderr.Join("contract: invalid request: ", e.Errors)
 }
 
 // Code returns request.validation.

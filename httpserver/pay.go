@@ -143,12 +143,8 @@ func payProblemDetail(err error) (classified, bool) {
 	}
 	var me *pay.MalformedError
 	if errors.As(err, &me) {
-		fields := make([]contract.FieldError, len(me.Fields))
-		for i, f := range me.Fields {
-			fields[i] = contract.FieldError{Field: f.Field, Rule: f.Rule, Message: f.Message}
-		}
-		detail := "the payment instruction is malformed; see errors"
-		return classified{code: contract.CodeIntentMalformed, detail: detail, fields: fields}, true
+		return classified{code: contract.CodeIntentMalformed, detail: "the payment instruction is malformed; see errors",
+			fields: me.Fields}, true
 	}
 	return classified{}, false
 }

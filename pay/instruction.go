@@ -66,6 +66,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/internal/fielderr"
 	"github.com/go-playground/validator/v10"
 )
 
@@ -162,21 +163,7 @@ type Envelope struct {
 }
 
 // FieldError is one reason an instruction is malformed.
-type FieldError struct {
-	// Field is the JSON path of the member ("amount.minor",
-	// "payees[2]"); empty for the body as a whole.
-	Field string `json:"field"`
-	// Rule is the rule that failed: a validate tag ("required", "max",
-	// "oneof", ...), "type" (wrong JSON type), "unknown" (no such member),
-	// "duplicate" (member given twice), "syntax" (not JSON), "integer"
-	// (a number with a fraction or exponent), "utf8" (invalid UTF-8 or an
-	// unpaired surrogate escape), or one of the grammar rules "visibleascii",
-	// "payee", "currency", "text", "rail", "jws". Mandate claims
-	// ([ClaimsError]) also use "id", "range", "gtfield" and "unique".
-	Rule string `json:"rule"`
-	// Message says what is wrong, for people.
-	Message string `json:"message"`
-}
+type FieldError = fielderr.FieldError
 
 // MalformedError is an instruction that breaks the structure rules
 // (400 intent.malformed). It matches [ErrMalformed].
@@ -187,19 +174,7 @@ type MalformedError struct {
 }
 
 func (e *MalformedError) Error() string {
-	var b strings.Builder
-	b.WriteString("pay: malformed instruction: ")
-	for i, f := range e.Fields {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if f.Field != "" {
-			b.WriteString(f.Field)
-			b.WriteString(" ")
-		}
-		b.WriteString(f.Message)
-	}
-	return b.String()
+	return fielderr.Join("pay: malformed instruction: ", e.Fields)
 }
 
 // Code returns "intent.malformed".

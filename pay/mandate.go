@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/internal/fielderr"
 	"github.com/countersign/countersign/operator"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jws"
@@ -51,17 +52,7 @@ type ClaimsError struct {
 }
 
 func (e *ClaimsError) Error() string {
-	var b strings.Builder
-	b.WriteString("pay: invalid mandate claims: ")
-	for i, f := range e.Fields {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(f.Field)
-		b.WriteString(" ")
-		b.WriteString(f.Message)
-	}
-	return b.String()
+	return fielderr.Join("pay: invalid mandate claims: ", e.Fields)
 }
 
 // Unwrap makes every ClaimsError match [ErrInvalidClaims].
