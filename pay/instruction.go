@@ -194,7 +194,7 @@ func (e *MalformedError) Unwrap() error { return ErrMalformed }
 // On error the returned Instruction is nil.
 func DecodeInstruction(b []byte) (*Instruction, error) {
 	if !utf8.Valid(b) {
-		return nil, malformed(FieldError{"", "utf8", "the body is not valid UTF-8"})
+		return nil, malformed(FieldError{Field: "", Rule: "utf8", Message: "the body is not valid UTF-8"})
 	}
 	var in Instruction
 	d := &decoder{}
@@ -268,7 +268,7 @@ func DecodeInstruction(b []byte) (*Instruction, error) {
 	}
 	// One JSON value only: whatever follows must be whitespace.
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed(FieldError{"", "syntax", "the body must hold exactly one JSON object"})
+		return nil, malformed(FieldError{Field: "", Rule: "syntax", Message: "the body must hold exactly one JSON object"})
 	}
 	errs := d.errs
 	if err := in.check(true); err != nil {
@@ -306,12 +306,12 @@ func (in *Instruction) check(signed bool) error {
 			return fmt.Errorf("pay: check: %w", err)
 		}
 		for _, fe := range verrs {
-			errs = append(errs, FieldError{fieldPath(fe.Namespace()), fe.Tag(), tagMessage(fe)})
+			errs = append(errs, FieldError{Field: fieldPath(fe.Namespace()), Rule: fe.Tag(), Message: tagMessage(fe)})
 		}
 	}
 	extra := func(field, rule, msg string, ok bool) {
 		if !ok && !slices.ContainsFunc(errs, func(f FieldError) bool { return f.Field == field }) {
-			errs = append(errs, FieldError{field, rule, msg})
+			errs = append(errs, FieldError{Field: field, Rule: rule, Message: msg})
 		}
 	}
 	extra("idempotencyKey", "visibleascii", "must be visible ASCII without spaces", visibleASCII(in.IdempotencyKey))
@@ -639,7 +639,7 @@ type decoder struct {
 
 func (d *decoder) add(path, rule, msg string) {
 	if len(d.errs) < maxFieldErrors {
-		d.errs = append(d.errs, FieldError{path, rule, msg})
+		d.errs = append(d.errs, FieldError{Field: path, Rule: rule, Message: msg})
 	}
 }
 
@@ -709,7 +709,7 @@ func (d *decoder) syntaxError(err error) {
 	} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		msg += " (it ends early)"
 	}
-	d.syntax = &FieldError{"", "syntax", msg}
+	d.syntax = &FieldError{Field: "", Rule: "syntax", Message: msg}
 }
 
 func joinPath(path, name string) string {

@@ -190,7 +190,7 @@ func (c *MandateClaims) UnmarshalJSON(b []byte) error {
 // problem, or nil. [SignMandate] and [MandateVerifier.Verify] both apply it.
 func (c MandateClaims) Validate() error {
 	var errs []FieldError
-	bad := func(field, rule, msg string) { errs = append(errs, FieldError{field, rule, msg}) }
+	bad := func(field, rule, msg string) { errs = append(errs, FieldError{Field: field, Rule: rule, Message: msg}) }
 	switch {
 	case c.ID == "":
 		bad("jti", "required", "is required")
