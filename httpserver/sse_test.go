@@ -366,15 +366,23 @@ func TestAuditStreamSlowReader(t *testing.T) {
 	}
 	t.Logf("cut off after %d of %d entries", last, f.n)
 
+	// Resume as a real client does: with Last-Event-ID, and again if this
+	// stream too is cut (on a loaded machine even an attentive reader can
+	// fall a small buffer behind); every entry arrives once, in order.
 	_, r = f.open(t, t.Context(), "", headerLastEventID, strconv.FormatUint(last, 10))
-	for seq := last + 1; seq <= uint64(f.n); seq++ {
+	for seq, reconnects := last+1, 0; seq <= uint64(f.n); {
 		ev, err := r.next()
 		if err != nil {
-			t.Fatalf("resumed stream, waiting for %d: %v", seq, err)
+			if reconnects++; reconnects > 20 {
+				t.Fatalf("resumed stream, waiting for %d: %v (after %d reconnects)", seq, err, reconnects)
+			}
+			_, r = f.open(t, t.Context(), "", headerLastEventID, strconv.FormatUint(seq-1, 10))
+			continue
 		}
 		if ev.ID != strconv.FormatUint(seq, 10) {
 			t.Fatalf("resumed stream: id %q, want %d", ev.ID, seq)
 		}
+		seq++
 	}
 }
 
