@@ -1,14 +1,11 @@
 package contract_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"testing"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/internal/schematest"
 )
 
 // TestAsyncAPIMetaSchema validates the generated AsyncAPI document against
@@ -21,27 +18,8 @@ func TestAsyncAPIMetaSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("testdata/asyncapi-3.0.0-schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("asyncapi-3.0.0.json", schemaDoc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("asyncapi-3.0.0.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sch.Validate(inst); err != nil {
+	sch := schematest.Compile(t, "testdata/asyncapi-3.0.0-schema.json")
+	if err := schematest.Validate(t, sch, doc); err != nil {
 		t.Fatalf("generated AsyncAPI document is not valid AsyncAPI 3.0.0: %v", err)
 	}
 	// A broken copy must be refused, or the check proves nothing.
@@ -49,8 +27,7 @@ func TestAsyncAPIMetaSchema(t *testing.T) {
 	_ = json.Unmarshal(doc, &broken)
 	broken["asyncapi"] = "3.0"
 	b, _ := json.Marshal(broken)
-	bad, _ := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if sch.Validate(bad) == nil {
+	if schematest.Validate(t, sch, b) == nil {
 		t.Fatal("the meta-schema accepted a document with asyncapi: 3.0")
 	}
 	var d struct {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/countersign/countersign/internal/schematest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata")
@@ -35,24 +37,7 @@ func openAPIDoc(t *testing.T, m *Model) []byte {
 // oasValidator compiles the official OpenAPI 3.1 schema kept in testdata.
 func oasValidator(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "openapi-3.1-schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	meta, err := jsonschema.UnmarshalJSON(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(oasSchemaURL, meta); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(oasSchemaURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sch
+	return schematest.Compile(t, filepath.Join("testdata", "openapi-3.1-schema.json"))
 }
 
 func unmarshalInstance(t *testing.T, b []byte) any {

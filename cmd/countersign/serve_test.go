@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/countersign/countersign/internal/schematest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine to write while
@@ -214,28 +214,8 @@ func TestServeProductionRefusesWithoutKey(t *testing.T) {
 // Schema kept by the contract package's tests.
 func validateOpenAPI(t *testing.T, doc []byte) {
 	t.Helper()
-	schemaPath := filepath.Join("..", "..", "contract", "testdata", "openapi-3.1-schema.json")
-	raw, err := os.ReadFile(schemaPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("openapi-3.1.json", schemaDoc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("openapi-3.1.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sch.Validate(inst); err != nil {
+	sch := schematest.Compile(t, filepath.Join("..", "..", "contract", "testdata", "openapi-3.1-schema.json"))
+	if err := schematest.Validate(t, sch, doc); err != nil {
 		t.Fatalf("served /openapi.json is not valid OpenAPI 3.1: %v", err)
 	}
 }
