@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
 	"github.com/countersign/countersign/store"
@@ -45,15 +46,15 @@ import (
 // stable code through its Code method.
 var (
 	// ErrMissing: no credential was presented.
-	ErrMissing = errcode.New("auth.missing", "auth: no agent credential")
+	ErrMissing = errcode.New(contract.CodeAuthMissing, "auth: no agent credential")
 	// ErrInvalid: the credential is malformed, unknown, wrong or revoked.
 	// The four cases are deliberately one error so that a caller cannot
 	// probe which key ids exist.
-	ErrInvalid = errcode.New("auth.invalid", "auth: invalid agent credential")
+	ErrInvalid = errcode.New(contract.CodeAuthInvalid, "auth: invalid agent credential")
 	// ErrNotFound: no key with that id (management calls only).
-	ErrNotFound = errcode.New("auth.key_not_found", "auth: no such agent key")
+	ErrNotFound = errcode.New(CodeNotFound, "auth: no such agent key")
 	// ErrBadRequest: an issuance request is not valid.
-	ErrBadRequest = errcode.New("auth.bad_request", "auth: invalid key request")
+	ErrBadRequest = errcode.New(CodeBadRequest, "auth: invalid key request")
 )
 
 const (
@@ -359,7 +360,7 @@ type KeyPage struct {
 }
 
 // ErrBadCursor: a List cursor that this package did not mint.
-var ErrBadCursor = errcode.New("auth.bad_cursor", "auth: malformed cursor")
+var ErrBadCursor = errcode.New(CodeBadCursor, "auth: malformed cursor")
 
 // List returns a page of agent keys in id (creation) order. cursor is the
 // NextCursor of the previous page, "" for the first; limit is 1 to 100

@@ -41,8 +41,8 @@ const maxPending = 1 << 20
 
 // ErrBadWindow: a usage report's window is empty, reversed or longer
 // than MaxUsageWindow. Check with errors.Is; its code is
-// "usage.bad_window".
-var ErrBadWindow = errcode.New("usage.bad_window", "auth: bad usage window")
+// [CodeBadWindow].
+var ErrBadWindow = errcode.New(CodeBadWindow, "auth: bad usage window")
 
 // UsageOptions configure a Usage. The zero value is usable.
 type UsageOptions struct {

@@ -36,6 +36,12 @@ type order struct {
 	Website string            `json:"website,omitempty" validate:"omitempty,url"`
 }
 
+// consistencyParams has a required pointer parameter.
+type consistencyParams struct {
+	From *uint64 `query:"from" validate:"required,min=1"`
+	To   uint64  `query:"to"`
+}
+
 const validOrder = `{"amount":{"minor":1250,"currency":"USD"},"lines":[{"sku":"A1","quantity":2}],"rail":"acp"}`
 
 func TestDecodeJSONValid(t *testing.T) {
@@ -152,7 +158,7 @@ func TestDecodeJSONDepthLimit(t *testing.T) {
 }
 
 func TestValidateMessagesAndPaths(t *testing.T) {
-	m := New()
+	m := testModel(t)
 	long := "abcdefghij"
 	tests := []struct {
 		name string
@@ -173,9 +179,9 @@ func TestValidateMessagesAndPaths(t *testing.T) {
 		{"map dive and url", order{Amount: Amount{Minor: 1, Currency: "USD"}, Lines: []Line{{SKU: "a", Quantity: 1}}, Rail: "ucp",
 			Meta: map[string]string{"k": "toolong"}, Website: "not a url"},
 			[]FieldError{{Field: "meta.k", Rule: "max", Message: "must have at most 4 characters"}, {Field: "website", Rule: "url", Message: "must be an absolute URL"}}},
-		{"params use parameter names", AuditListParams{Limit: 101},
+		{"params use parameter names", PageParams{Limit: 101},
 			[]FieldError{{Field: "limit", Rule: "max", Message: "must be at most 100"}}},
-		{"required pointer", AuditConsistencyParams{}, []FieldError{{Field: "from", Rule: "required", Message: "is required"}}},
+		{"required pointer", consistencyParams{}, []FieldError{{Field: "from", Rule: "required", Message: "is required"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,10 +1,11 @@
-// Package contract is the one model of Countersign's public surface: every
-// HTTP operation, every outbound event kind and every problem (error) type.
-// Everything a client can observe is projected from it, so the parts cannot
-// drift apart:
+// Package contract is the vocabulary and machinery of Countersign's one
+// model of its public surface: every HTTP operation, every outbound event
+// kind and every problem (error) type. Everything a client can observe is
+// projected from a [Model], so the parts cannot drift apart:
 //
 //   - the HTTP routes (package httpserver binds one handler per operation id),
-//   - the OpenAPI 3.1 document served at GET /openapi.json ([Model.OpenAPI]),
+//   - the OpenAPI 3.1 document served at GET /openapi.json ([Model.OpenAPI])
+//     and the AsyncAPI 3.0 document at GET /asyncapi.json ([Model.AsyncAPI]),
 //   - request decoding and validation ([DecodeJSON], [DecodeParams],
 //     [Model.Validate]),
 //   - the problem registry behind every error response ([ProblemType]).
@@ -13,6 +14,20 @@
 // plain integers in the problem registry, and the model names the Go types
 // of parameters, bodies and responses, not handlers.
 //
+// # Who declares what
+//
+// The package sits below the domain packages and imports none of them (a
+// test enforces it). Each domain package declares its own operations,
+// problem types (its codes as exported constants, which its sentinel
+// errors carry too) and event kinds, as a function returning a [Part];
+// package product assembles the parts of the whole product into one
+// [Definition]. The package itself declares only what is not any domain's:
+// the problem types the HTTP layer answers with whatever the operation
+// ([Core]: request.*, route.not_found, method.not_allowed, auth.missing,
+// auth.invalid, rate_limited, internal, unavailable, operator.unauthorized
+// and operator.rationale_too_short), and two shapes several packages'
+// operations share ([PageParams], [RationaleRequest]).
+//
 // # Operations
 //
 // An [Operation] declares an id ("audit.list"), a method and a path in Go
@@ -20,10 +35,12 @@
 // class a caller must present, the Go types of its parameters, request body
 // and responses, and the problem codes it can answer with. The zero
 // Credential is invalid, so an operation that does not say who may call it
-// cannot be registered. [Build] checks a [Definition] as a whole (unique ids,
-// unique routes, path parameters that match the pattern, problem codes that
-// exist, schemas that can be generated) and returns an immutable [Model];
-// [New] returns the model of this release.
+// cannot be registered. [Build] checks a [Definition] as a whole, all its
+// parts together (unique ids, routes, problem codes and event kinds, with
+// both parts named when two declare the same; path parameters that match
+// the pattern; problem codes that exist; schemas that can be generated) and
+// returns an immutable [Model]. product.Model returns the model of this
+// release.
 //
 // # Schemas from Go types
 //

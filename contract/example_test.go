@@ -21,7 +21,7 @@ type Quote struct {
 func ExampleBuild() {
 	def := contract.Definition{
 		Title: "Example", Version: "1",
-		Problems: contract.Problems(),
+		Parts: []contract.Part{contract.Core()},
 		Operations: []contract.Operation{{
 			ID: "quote.create", Method: "POST", Path: "/quote", Summary: "Price a cart",
 			Credential: contract.CredentialAgent,
@@ -51,7 +51,7 @@ func ExampleBuild() {
 
 func ExampleBuild_zeroCredential() {
 	_, err := contract.Build(contract.Definition{
-		Title: "Example", Version: "1", Problems: contract.Problems(),
+		Title: "Example", Version: "1", Parts: []contract.Part{contract.Core()},
 		Operations: []contract.Operation{{
 			ID: "things.list", Method: "GET", Path: "/things", Summary: "List things",
 			Responses: []contract.Response{contract.JSON(200, "ok", nil)},
@@ -90,8 +90,12 @@ func ExampleDecodeJSON() {
 }
 
 func ExampleModel_Validate() {
-	m := contract.New()
-	err := m.Validate(Quote{Rail: "sepa", Lines: []string{}})
+	m, err := contract.Build(contract.Definition{Title: "Example", Version: "1", Parts: []contract.Part{contract.Core()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = m.Validate(Quote{Rail: "sepa", Lines: []string{}})
 	var ve *contract.ValidationError
 	if errors.As(err, &ve) {
 		for _, fe := range ve.Errors {
@@ -104,10 +108,14 @@ func ExampleModel_Validate() {
 }
 
 func ExampleDecodeParams() {
-	m := contract.New()
+	m, err := contract.Build(contract.Definition{Title: "Example", Version: "1", Parts: []contract.Part{contract.Core()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	for _, raw := range []string{"", "limit=50&cursor=abc", "limit=abc", "limit=0", "limt=5"} {
 		q, _ := url.ParseQuery(raw)
-		var p contract.AuditListParams
+		var p contract.PageParams
 		err := contract.DecodeParams(&p, contract.ParamSource{Query: q})
 		if err == nil {
 			err = m.Validate(&p)
@@ -127,7 +135,30 @@ func ExampleDecodeParams() {
 }
 
 func ExampleModel_OpenAPI() {
-	m := contract.New()
+	m, err := contract.Build(contract.Definition{
+		Title: "Example", Version: "1",
+		Parts: []contract.Part{contract.Core(), {
+			Name: "quotes",
+			Operations: []contract.Operation{
+				{
+					ID: "quote.create", Method: "POST", Path: "/quote", Summary: "Price a cart",
+					Credential: contract.CredentialAgent,
+					Body:       reflect.TypeFor[Quote](),
+					Responses:  []contract.Response{contract.JSON(200, "The priced cart.", reflect.TypeFor[Quote]())},
+				},
+				{
+					ID: "quote.list", Method: "GET", Path: "/quotes", Summary: "List priced carts",
+					Credential: contract.CredentialOperator,
+					Params:     reflect.TypeFor[contract.PageParams](),
+					Responses:  []contract.Response{contract.JSON(200, "A page of carts.", reflect.TypeFor[[]Quote]())},
+				},
+			},
+		}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	b, err := m.OpenAPI("https://pay.example")
 	if err != nil {
 		fmt.Println(err)
@@ -141,47 +172,26 @@ func ExampleModel_OpenAPI() {
 	fmt.Println(doc.OpenAPI)
 	for _, op := range m.Operations() {
 		var o struct {
-			OperationID string `json:"operationId"`
-			Credential  string `json:"x-credential"`
+			OperationID string   `json:"operationId"`
+			Credential  string   `json:"x-credential"`
+			Codes       []string `json:"x-problem-codes"`
 		}
 		_ = json.Unmarshal(doc.Paths[op.Path][strings.ToLower(op.Method)], &o)
-		fmt.Println(op.Method, op.Path, o.OperationID, o.Credential)
+		fmt.Println(op.Method, op.Path, o.OperationID, o.Credential, o.Codes)
 	}
 	// Output:
 	// 3.1.0
-	// GET /audit audit.list agent
-	// GET /audit/checkpoint audit.checkpoint agent
-	// GET /audit/entries/{seq} audit.entry agent
-	// GET /audit/consistency audit.consistency agent
-	// GET /audit/stream audit.stream agent
-	// POST /pay pay.create agent
-	// GET /intents/{id} intents.get agent
-	// GET /intents/{id}/events intents.events agent
-	// GET /usage usage.get agent
-	// POST /operator/approve operator.approve operator
-	// POST /operator/refund operator.refund operator
-	// POST /operator/kill-switch operator.kill_switch operator
-	// POST /operator/circuit-breaker/reset operator.breaker_reset operator
-	// GET /operator/approvals operator.approvals operator
-	// POST /operator/agents operator.agents.create operator
-	// GET /operator/agents operator.agents.list operator
-	// DELETE /operator/agents/{id} operator.agents.revoke operator
-	// POST /webhooks/endpoints webhooks.create operator
-	// GET /webhooks/endpoints webhooks.list operator
-	// GET /webhooks/endpoints/{id} webhooks.get operator
-	// PATCH /webhooks/endpoints/{id} webhooks.update operator
-	// DELETE /webhooks/endpoints/{id} webhooks.delete operator
-	// GET /webhooks/endpoints/{id}/deliveries webhooks.deliveries operator
-	// POST /webhooks/endpoints/{id}/deliveries/{eventId}/retry webhooks.retry operator
-	// POST /protocol/mandate/revoke mandate.revoke operator
-	// GET /openapi.json openapi.get none
-	// GET /asyncapi.json asyncapi.get none
-	// GET /healthz health.get none
-	// GET /problems/{code} problems.get none
+	// POST /quote quote.create agent [auth.invalid auth.missing internal rate_limited request.malformed_json request.too_large request.unknown_field request.unsupported_media_type request.validation]
+	// GET /quotes quote.list operator [internal operator.unauthorized rate_limited request.unknown_field request.validation]
 }
 
 func ExampleModel_Schema() {
-	s, err := contract.New().Schema(reflect.TypeFor[[]contract.FieldError]())
+	m, err := contract.Build(contract.Definition{Title: "Example", Version: "1", Parts: []contract.Part{contract.Core()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := m.Schema(reflect.TypeFor[[]contract.FieldError]())
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -192,23 +202,63 @@ func ExampleModel_Schema() {
 	// {"items":{"$ref":"#/components/schemas/FieldError"},"type":"array"}
 }
 
-func ExampleNew() {
-	m := contract.New()
-	op, _ := m.Operation("audit.list")
-	fmt.Println(op.Method, op.Path, op.Credential)
-	fmt.Println(m.ProblemCodes(op))
-	p, _ := m.Problem(contract.CodeRateLimited)
-	fmt.Println(p.Status, p.Action, p.RetryAfter)
+func ExampleCore() {
+	for _, p := range contract.Core().Problems {
+		fmt.Println(p.Code, p.Status, p.Action, p.RetryAfter)
+	}
 	// Output:
-	// GET /audit agent
-	// [audit.bad_cursor auth.invalid auth.missing internal rate_limited request.unknown_field request.validation unavailable]
-	// 429 retry-as-is 1
+	// auth.invalid 401 reauthenticate 0
+	// auth.missing 401 reauthenticate 0
+	// internal 500 stop 0
+	// method.not_allowed 405 fix-request 0
+	// operator.rationale_too_short 400 fix-request 0
+	// operator.unauthorized 401 reauthenticate 0
+	// rate_limited 429 retry-as-is 1
+	// request.malformed_json 400 fix-request 0
+	// request.too_large 413 fix-request 0
+	// request.unknown_field 400 fix-request 0
+	// request.unsupported_media_type 415 fix-request 0
+	// request.validation 400 fix-request 0
+	// route.not_found 404 fix-request 0
+	// unavailable 503 retry-as-is 5
+}
+
+// Each package declares its part; Build checks them together and names
+// both parts of a declaration made twice.
+func ExampleBuild_parts() {
+	quotes := contract.Part{
+		Name: "commerce",
+		Operations: []contract.Operation{{
+			ID: "quote.create", Method: "POST", Path: "/quote", Summary: "Price a cart",
+			Credential: contract.CredentialAgent,
+			Body:       reflect.TypeFor[Quote](),
+			Responses:  []contract.Response{contract.JSON(200, "The priced cart.", reflect.TypeFor[Quote]())},
+			Problems:   []string{"quote.expired"},
+		}},
+		Problems: []contract.ProblemType{{Code: "quote.expired", Status: 409, Title: "Quote expired",
+			Action: contract.ActionFixRequest, Description: "The quote's validity passed; ask for a new one."}},
+	}
+	def := contract.Definition{Title: "Example", Version: "1", Parts: []contract.Part{contract.Core(), quotes}}
+	m, err := contract.Build(def)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	op, _ := m.Operation("quote.create")
+	fmt.Println(m.ProblemCodes(op))
+
+	def.Parts = append(def.Parts, contract.Part{Name: "protocol", Operations: quotes.Operations})
+	_, err = contract.Build(def)
+	fmt.Println(err)
+	// Output:
+	// [auth.invalid auth.missing internal quote.expired rate_limited request.malformed_json request.too_large request.unknown_field request.unsupported_media_type request.validation]
+	// contract: invalid definition: operation id quote.create declared twice, by commerce and by protocol
 }
 
 func ExampleProblem_MarshalJSON() {
 	p := contract.Problem{
 		Type: "https://pay.example/problems/intent.denied", Title: "Payment denied", Status: 403,
-		Code: contract.CodeIntentDenied, Action: contract.ActionStop, RequestID: "req_1",
+		Code: "intent.denied", Action: contract.ActionStop, RequestID: "req_1",
 		Extensions: map[string]any{"intentId": "int_1", "auditSeq": 42},
 	}
 	b, _ := json.Marshal(p)

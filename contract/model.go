@@ -128,7 +128,11 @@ type EventKind struct {
 	Payload reflect.Type
 }
 
-// Definition is the raw declaration of a model, checked by [Build].
+// Definition is the raw declaration of a model, checked by [Build]: its
+// own declarations followed by those of its Parts. A whole API is normally
+// assembled from parts, one per package, with [Core] among them; a small
+// one (a test, an example) may declare everything in the Definition's own
+// fields.
 type Definition struct {
 	// Title, Version and Description fill the OpenAPI info object.
 	Title       string
@@ -140,6 +144,35 @@ type Definition struct {
 	// Rules are custom validate tags, registered on the model's validator
 	// and projected into schemas.
 	Rules []Rule
+	// Parts are declarations made elsewhere, in order. Operations and event
+	// kinds keep the order of the definition's own declarations, then of
+	// the parts.
+	Parts []Part
+}
+
+// parts returns the definition's own declarations as a first, unnamed part,
+// followed by its Parts.
+func (d Definition) parts() []Part {
+	own := Part{Operations: d.Operations, Problems: d.Problems, Events: d.Events, Rules: d.Rules}
+	return append([]Part{own}, d.Parts...)
+}
+
+// declaredTwice describes a declaration made twice, naming who made each
+// (the parts' names; "" is the definition itself).
+func declaredTwice(what, first, second string) error {
+	name := func(n string) string {
+		if n == "" {
+			return "the definition"
+		}
+		return n
+	}
+	if first == second {
+		if first == "" {
+			return fmt.Errorf("%s declared twice", what)
+		}
+		return fmt.Errorf("%s declared twice by %s", what, first)
+	}
+	return fmt.Errorf("%s declared twice, by %s and by %s", what, name(first), name(second))
 }
 
 // Model is a checked, immutable [Definition]: the operations, event kinds
@@ -167,17 +200,6 @@ type opSchemas struct {
 	response [][]Schema // per Responses[i].Content[j]
 }
 
-// New returns the model of this release: [Countersign] built with [Build].
-// It panics if that definition is invalid, which the package's tests rule
-// out.
-func New() *Model {
-	m, err := Build(Countersign())
-	if err != nil {
-		panic(err)
-	}
-	return m
-}
-
 var (
 	idPattern      = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
 	segmentPattern = regexp.MustCompile(`^(\{[A-Za-z_][A-Za-z0-9_]*(\.\.\.)?\}|[A-Za-z0-9._~!$&'()*+,;=:@-]+)$`)
@@ -185,9 +207,10 @@ var (
 
 // Build checks def and returns the model. It fails, with every problem
 // found joined into one error, when an operation has no valid credential
-// class, an id or a method+path is declared twice, path parameters do not
-// match the pattern, a problem code is not in the registry, or a schema
-// cannot be generated from a type.
+// class, an id, a method+path, a problem code, an event kind or a rule is
+// declared twice (naming the parts that declare it), path parameters do
+// not match the pattern, a problem code is not in the registry, or a
+// schema cannot be generated from a type.
 func Build(def Definition) (*Model, error) {
 	m := &Model{
 		title:       def.Title,
@@ -204,28 +227,45 @@ func Build(def Definition) (*Model, error) {
 		fail("definition needs a title and a version")
 	}
 
-	for _, p := range def.Problems {
-		if err := p.check(); err != nil {
-			errs = append(errs, err)
-			continue
+	parts := def.parts()
+	codeBy := make(map[string]string) // code → name of the part declaring it
+	for _, part := range parts {
+		for _, p := range part.Problems {
+			if err := p.check(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if other, dup := codeBy[p.Code]; dup {
+				errs = append(errs, declaredTwice("problem code "+p.Code, other, part.Name))
+				continue
+			}
+			codeBy[p.Code] = part.Name
+			m.problems[p.Code] = p
+			m.codes = append(m.codes, p.Code)
 		}
-		if _, dup := m.problems[p.Code]; dup {
-			fail("problem code %s declared twice", p.Code)
-			continue
-		}
-		m.problems[p.Code] = p
-		m.codes = append(m.codes, p.Code)
 	}
 	sort.Strings(m.codes)
 	for _, c := range []string{CodeInternal, CodeRateLimited, CodeRouteNotFound, CodeMethodNotAllowed,
 		CodeRequestMalformedJSON, CodeRequestValidation, CodeRequestUnknownField, CodeRequestTooLarge,
 		CodeRequestUnsupportedMediaType, CodeAuthMissing, CodeAuthInvalid, CodeOperatorUnauthorized, CodeUnavailable} {
 		if _, ok := m.problems[c]; !ok {
-			fail("problem registry lacks %s, which the HTTP layer itself answers with", c)
+			fail("problem registry lacks %s, which the HTTP layer itself answers with (add contract.Core to the parts)", c)
 		}
 	}
 
-	v, err := newValidator(def.Rules)
+	var rules []Rule
+	ruleBy := make(map[string]string)
+	for _, part := range parts {
+		for _, r := range part.Rules {
+			if other, dup := ruleBy[r.Tag]; dup && r.Tag != "" {
+				errs = append(errs, declaredTwice("rule "+r.Tag, other, part.Name))
+				continue
+			}
+			ruleBy[r.Tag] = part.Name
+			rules = append(rules, r)
+		}
+	}
+	v, err := newValidator(rules)
 	if err != nil {
 		errs = append(errs, err)
 		return nil, fmt.Errorf("contract: invalid definition: %w", errors.Join(errs...))
@@ -236,35 +276,46 @@ func Build(def Definition) (*Model, error) {
 		fail("problem schema: %v", err)
 	}
 
-	routes := make(map[string]string)
-	for _, op := range def.Operations {
-		if err := m.addOperation(op, routes); err != nil {
-			errs = append(errs, err)
+	routes := make(map[string]string) // method+path → operation id
+	opBy := make(map[string]string)   // operation id → name of its part
+	for _, part := range parts {
+		for _, op := range part.Operations {
+			if other, dup := opBy[op.ID]; dup {
+				errs = append(errs, declaredTwice("operation id "+op.ID, other, part.Name))
+				continue
+			}
+			if err := m.addOperation(op, routes); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			opBy[op.ID] = part.Name
 		}
 	}
-	names := make(map[string]bool)
-	for _, ev := range def.Events {
-		switch {
-		case !idPattern.MatchString(ev.Name):
-			fail("event kind %q is not lowercase dot-separated words", ev.Name)
-			continue
-		case names[ev.Name]:
-			fail("event kind %s declared twice", ev.Name)
-			continue
-		case ev.Description == "":
-			fail("event kind %s: no description", ev.Name)
-		case ev.Payload == nil:
-			fail("event kind %s: no payload type", ev.Name)
-			continue
+	eventBy := make(map[string]string) // event kind → name of its part
+	for _, part := range parts {
+		for _, ev := range part.Events {
+			switch other, dup := eventBy[ev.Name]; {
+			case !idPattern.MatchString(ev.Name):
+				fail("event kind %q is not lowercase dot-separated words", ev.Name)
+				continue
+			case dup:
+				errs = append(errs, declaredTwice("event kind "+ev.Name, other, part.Name))
+				continue
+			case ev.Description == "":
+				fail("event kind %s: no description", ev.Name)
+			case ev.Payload == nil:
+				fail("event kind %s: no payload type", ev.Name)
+				continue
+			}
+			eventBy[ev.Name] = part.Name
+			s, err := m.gen.schemaFor(ev.Payload)
+			if err != nil {
+				fail("event kind %s: %v", ev.Name, err)
+				continue
+			}
+			m.eventDocs[ev.Name] = s
+			m.events = append(m.events, ev)
 		}
-		names[ev.Name] = true
-		s, err := m.gen.schemaFor(ev.Payload)
-		if err != nil {
-			fail("event kind %s: %v", ev.Name, err)
-			continue
-		}
-		m.eventDocs[ev.Name] = s
-		m.events = append(m.events, ev)
 	}
 	if err := m.gen.err(); err != nil {
 		errs = append(errs, err)
@@ -285,9 +336,6 @@ func (m *Model) addOperation(op Operation, routes map[string]string) error {
 	}
 	if strings.HasPrefix(op.ID, "event.") {
 		return fmt.Errorf("operation id %q: the event. prefix is reserved for event kinds", op.ID)
-	}
-	if _, dup := m.byID[op.ID]; dup {
-		return fmt.Errorf("operation id %s declared twice", op.ID)
 	}
 	if !op.Credential.Valid() {
 		fail("no valid credential class (got %s)", op.Credential)

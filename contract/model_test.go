@@ -10,31 +10,21 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/go-playground/validator/v10"
 )
 
-func TestNewIsValid(t *testing.T) {
-	m := New()
-	if len(m.Operations()) == 0 {
-		t.Fatal("no operations")
+func TestTestModelIsValid(t *testing.T) {
+	m := testModel(t)
+	if len(m.Operations()) == 0 || len(m.Events()) == 0 {
+		t.Fatal("no operations or no events")
 	}
 	for _, op := range m.Operations() {
-		if !op.Credential.Valid() {
-			t.Errorf("%s: credential %s", op.ID, op.Credential)
-		}
 		for _, c := range m.ProblemCodes(op) {
 			if _, ok := m.Problem(c); !ok {
 				t.Errorf("%s: code %s not in registry", op.ID, c)
 			}
 		}
-	}
-	var kinds []string
-	for _, ev := range m.Events() {
-		kinds = append(kinds, ev.Name)
-	}
-	want := []string{"gate.decision", "intent.denied", "approval.pending", "payment.settled", "audit.appended",
-		"memory.recorded", "memory.consolidated", "memory.erased", "memory.tainted"}
-	if !slices.Equal(kinds, want) {
-		t.Errorf("event kinds = %v, want %v", kinds, want)
 	}
 }
 
@@ -72,7 +62,7 @@ func baseOp() Operation {
 }
 
 func def(ops ...Operation) Definition {
-	return Definition{Title: "t", Version: "1", Operations: ops, Problems: Problems()}
+	return Definition{Title: "t", Version: "1", Operations: ops, Parts: []Part{Core()}}
 }
 
 func TestBuildRejects(t *testing.T) {
@@ -117,14 +107,34 @@ func TestBuildRejects(t *testing.T) {
 			}]()
 		})), "exactly one non-empty path, query or header tag"},
 		{"missing registry code", Definition{Title: "t", Version: "1"}, "registry lacks internal"},
-		{"retry without delay", Definition{Title: "t", Version: "1", Problems: append(Problems(),
-			ProblemType{Code: "x.y", Status: 503, Title: "X", Description: "x", Action: ActionRetryAsIs})},
+		{"retry without delay", Definition{Title: "t", Version: "1", Parts: []Part{Core()}, Problems: []ProblemType{
+			{Code: "x.y", Status: 503, Title: "X", Description: "x", Action: ActionRetryAsIs}}},
 			"needs a RetryAfter"},
-		{"duplicate problem", Definition{Title: "t", Version: "1", Problems: append(Problems(), Problems()[0])},
-			"declared twice"},
-		{"event without payload", Definition{Title: "t", Version: "1", Problems: Problems(),
+		{"duplicate problem", Definition{Title: "t", Version: "1", Problems: append(coreProblems(), coreProblems()[0])},
+			"problem code auth.invalid declared twice"},
+		{"event without payload", Definition{Title: "t", Version: "1", Parts: []Part{Core()},
 			Events: []EventKind{{Name: "a.b", Description: "x"}}}, "no payload type"},
-		{"no title", Definition{Version: "1", Problems: Problems()}, "title"},
+		{"no title", Definition{Version: "1", Parts: []Part{Core()}}, "title"},
+		{"no core part", Definition{Title: "t", Version: "1", Operations: []Operation{baseOp()}}, "add contract.Core"},
+		{"operation of two parts", Definition{Title: "t", Version: "1", Parts: []Part{Core(),
+			{Name: "audit", Operations: []Operation{baseOp()}}, {Name: "pay", Operations: []Operation{baseOp()}}}},
+			"operation id things.get declared twice, by audit and by pay"},
+		{"operation of a part and the definition", Definition{Title: "t", Version: "1", Operations: []Operation{baseOp()},
+			Parts: []Part{Core(), {Name: "pay", Operations: []Operation{baseOp()}}}},
+			"operation id things.get declared twice, by the definition and by pay"},
+		{"operation twice in one part", Definition{Title: "t", Version: "1", Parts: []Part{Core(),
+			{Name: "pay", Operations: []Operation{baseOp(), baseOp()}}}},
+			"operation id things.get declared twice by pay"},
+		{"problem code of two parts", Definition{Title: "t", Version: "1", Parts: []Part{Core(),
+			{Name: "webhook", Problems: []ProblemType{coreProblems()[0]}}}},
+			"problem code auth.invalid declared twice, by contract and by webhook"},
+		{"event kind of two parts", Definition{Title: "t", Version: "1", Parts: []Part{Core(),
+			{Name: "webhook", Events: []EventKind{{Name: "a.b", Description: "x", Payload: reflect.TypeFor[testBody]()}}},
+			{Name: "memory", Events: []EventKind{{Name: "a.b", Description: "y", Payload: reflect.TypeFor[testBody]()}}}}},
+			"event kind a.b declared twice, by webhook and by memory"},
+		{"rule of two parts", Definition{Title: "t", Version: "1", Parts: []Part{Core(),
+			{Name: "pay", Rules: []Rule{testRule()}}, {Name: "identity", Rules: []Rule{testRule()}}}},
+			"rule even declared twice, by pay and by identity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,43 +149,55 @@ func TestBuildRejects(t *testing.T) {
 	}
 }
 
+// testRule is a custom validate tag: an even integer.
+func testRule() Rule {
+	return Rule{
+		Tag:     "even",
+		Func:    func(fl validator.FieldLevel) bool { return fl.Field().Int()%2 == 0 },
+		Message: func(string) string { return "must be even" },
+	}
+}
+
 func TestBuildAcceptsValid(t *testing.T) {
 	if _, err := Build(def(baseOp())); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestProblemRegistry(t *testing.T) {
-	m := New()
+// TestCore checks the core part: exactly the codes the HTTP layer answers
+// with whatever the operation, with the statuses and actions DESIGN gives
+// them, and nothing else.
+func TestCore(t *testing.T) {
+	core := Core()
+	if core.Name != "contract" || len(core.Operations) != 0 || len(core.Events) != 0 || len(core.Rules) != 0 {
+		t.Errorf("Core() = %+v, want problem types only", core)
+	}
 	tests := []struct {
 		code   string
 		status int
 		action Action
 	}{
-		{CodeRequestMalformedJSON, 400, ActionFixRequest},
-		{CodeRequestValidation, 400, ActionFixRequest},
-		{CodeRequestUnknownField, 400, ActionFixRequest},
-		{CodeRequestTooLarge, 413, ActionFixRequest},
-		{CodeRequestUnsupportedMediaType, 415, ActionFixRequest},
-		{CodeRouteNotFound, 404, ActionFixRequest},
-		{CodeMethodNotAllowed, 405, ActionFixRequest},
-		{CodeAuditBadCursor, 400, ActionFixRequest},
-		{CodeAuditNotFound, 404, ActionFixRequest},
-		{CodeAuditOutOfRange, 400, ActionFixRequest},
-		{CodeAuthMissing, 401, ActionReauthenticate},
 		{CodeAuthInvalid, 401, ActionReauthenticate},
-		{CodeRateLimited, 429, ActionRetryAsIs},
+		{CodeAuthMissing, 401, ActionReauthenticate},
 		{CodeInternal, 500, ActionStop},
-		{CodeUnavailable, 503, ActionRetryAsIs},
-		{CodeIntentMalformed, 400, ActionFixRequest},
-		{CodeIntentUnauthorized, 403, ActionStop},
-		{CodeIntentDenied, 403, ActionStop},
-		{CodeSettlementFrozen, 503, ActionAwaitOperator},
-		{CodeRailUnavailable, 503, ActionRetryAsIs},
-		{CodeIdempotencyConflict, 422, ActionFixRequest},
-		{CodeIdempotencyInFlight, 409, ActionRetryAsIs},
-		{CodeOperatorUnauthorized, 401, ActionReauthenticate},
+		{CodeMethodNotAllowed, 405, ActionFixRequest},
 		{CodeOperatorRationaleTooShort, 400, ActionFixRequest},
+		{CodeOperatorUnauthorized, 401, ActionReauthenticate},
+		{CodeRateLimited, 429, ActionRetryAsIs},
+		{CodeRequestMalformedJSON, 400, ActionFixRequest},
+		{CodeRequestTooLarge, 413, ActionFixRequest},
+		{CodeRequestUnknownField, 400, ActionFixRequest},
+		{CodeRequestUnsupportedMediaType, 415, ActionFixRequest},
+		{CodeRequestValidation, 400, ActionFixRequest},
+		{CodeRouteNotFound, 404, ActionFixRequest},
+		{CodeUnavailable, 503, ActionRetryAsIs},
+	}
+	if len(core.Problems) != len(tests) {
+		t.Errorf("Core() has %d problem types, want %d", len(core.Problems), len(tests))
+	}
+	m, err := Build(Definition{Title: "t", Version: "1", Parts: []Part{core}})
+	if err != nil {
+		t.Fatalf("Build(Core) = %v", err)
 	}
 	for _, tt := range tests {
 		p, ok := m.Problem(tt.code)
@@ -190,16 +212,13 @@ func TestProblemRegistry(t *testing.T) {
 			t.Errorf("%s: RetryAfter %d with action %s", tt.code, p.RetryAfter, p.Action)
 		}
 	}
-	if p, _ := m.Problem(CodeIdempotencyInFlight); p.RetryAfter != 1 {
-		t.Errorf("idempotency.in_flight RetryAfter = %d, DESIGN says 1", p.RetryAfter)
-	}
 }
 
 func TestProblemCodesImplied(t *testing.T) {
-	m := New()
-	op := Operation{Credential: CredentialOperator, Body: reflect.TypeFor[testBody](), Problems: []string{"audit.not_found"}}
+	m := testModel(t)
+	op := Operation{Credential: CredentialOperator, Body: reflect.TypeFor[testBody](), Problems: []string{codeOrderNotFound}}
 	got := m.ProblemCodes(op)
-	want := []string{"audit.not_found", "internal", "operator.unauthorized", "rate_limited", "request.malformed_json",
+	want := []string{"internal", "operator.unauthorized", "orders.not_found", "rate_limited", "request.malformed_json",
 		"request.too_large", "request.unknown_field", "request.unsupported_media_type", "request.validation"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ProblemCodes = %v\nwant %v", got, want)
@@ -232,6 +251,35 @@ func TestNoNetHTTP(t *testing.T) {
 		}
 		for _, imp := range af.Imports {
 			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, "net/http") {
+				t.Errorf("%s imports %s", f, p)
+			}
+		}
+	}
+}
+
+// TestNoDomainImports keeps the package below the domain: it is the
+// model's vocabulary and machinery, and each domain package declares its
+// own operations with it (see package product), so importing one would
+// make contract the knot every new package has to be tied into. Of this
+// module it may import internal/fielderr only.
+func TestNoDomainImports(t *testing.T) {
+	const module = "github.com/countersign/countersign/"
+	allowed := map[string]bool{module + "internal/fielderr": true}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range af.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, module) && !allowed[p] {
 				t.Errorf("%s imports %s", f, p)
 			}
 		}

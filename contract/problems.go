@@ -61,54 +61,27 @@ func (Action) JSONSchema() Schema {
 	return Schema{"type": "string", "enum": enum}
 }
 
-// Stable problem codes. A code never changes meaning once released; new
-// conditions get new codes.
+// The problem codes the HTTP layer answers with whatever the operation:
+// malformed requests, unknown routes, missing or refused credentials, rate
+// limits, its own faults, and the rationale every operator action must
+// state. Every model has them (see [Core]); the codes of a domain are
+// declared by its package, beside its operations. A code never changes
+// meaning once released; new conditions get new codes.
 const (
-	CodeRequestMalformedJSON         = "request.malformed_json"
-	CodeRequestValidation            = "request.validation"
-	CodeRequestUnknownField          = "request.unknown_field"
-	CodeRequestTooLarge              = "request.too_large"
-	CodeRequestUnsupportedMediaType  = "request.unsupported_media_type"
-	CodeRouteNotFound                = "route.not_found"
-	CodeMethodNotAllowed             = "method.not_allowed"
-	CodeAuditBadCursor               = "audit.bad_cursor"
-	CodeAuditNotFound                = "audit.not_found"
-	CodeAuditOutOfRange              = "audit.out_of_range"
-	CodeAuthMissing                  = "auth.missing"
-	CodeAuthInvalid                  = "auth.invalid"
-	CodeRateLimited                  = "rate_limited"
-	CodeInternal                     = "internal"
-	CodeUnavailable                  = "unavailable"
-	CodeIntentMalformed              = "intent.malformed"
-	CodeIntentUnauthorized           = "intent.unauthorized"
-	CodeIntentDenied                 = "intent.denied"
-	CodeSettlementFrozen             = "settlement.frozen"
-	CodeRailUnavailable              = "rail.unavailable"
-	CodeIdempotencyConflict          = "idempotency.conflict"
-	CodeIdempotencyInFlight          = "idempotency.in_flight"
-	CodeOperatorUnauthorized         = "operator.unauthorized"
-	CodeOperatorRationaleTooShort    = "operator.rationale_too_short"
-	CodeRefundRefused                = "refund.refused"
-	CodePaymentDeclined              = "payment.declined"
-	CodeApprovalExpired              = "approval.expired"
-	CodeApprovalMismatch             = "approval.mismatch"
-	CodeApprovalNotPending           = "approval.not_pending"
-	CodeRefundExceeds                = "refund.exceeds"
-	CodeBreakerNotTripped            = "breaker.not_tripped"
-	CodeAuthBadRequest               = "auth.bad_request"
-	CodeAuthBadCursor                = "auth.bad_cursor"
-	CodeAuthKeyNotFound              = "auth.key_not_found"
-	CodeUsageBadWindow               = "usage.bad_window"
-	CodeWebhookInvalidURL            = "webhook.invalid_url"
-	CodeWebhookInvalidEvents         = "webhook.invalid_events"
-	CodeWebhookNotFound              = "webhook.not_found"
-	CodeWebhookBadCursor             = "webhook.bad_cursor"
-	CodeWebhookTooMany               = "webhook.too_many_endpoints"
-	CodeWebhookDeliveryNotFound      = "webhook.delivery_not_found"
-	CodeWebhookInactive              = "webhook.endpoint_inactive"
-	CodeWebhookBadLimit              = "webhook.bad_limit"
-	CodeIntentNotFound               = "intent.not_found"
-	CodeIdempotencyKeyHeaderMismatch = "idempotency.key_mismatch"
+	CodeRequestMalformedJSON        = "request.malformed_json"
+	CodeRequestValidation           = "request.validation"
+	CodeRequestUnknownField         = "request.unknown_field"
+	CodeRequestTooLarge             = "request.too_large"
+	CodeRequestUnsupportedMediaType = "request.unsupported_media_type"
+	CodeRouteNotFound               = "route.not_found"
+	CodeMethodNotAllowed            = "method.not_allowed"
+	CodeAuthMissing                 = "auth.missing"
+	CodeAuthInvalid                 = "auth.invalid"
+	CodeRateLimited                 = "rate_limited"
+	CodeInternal                    = "internal"
+	CodeUnavailable                 = "unavailable"
+	CodeOperatorUnauthorized        = "operator.unauthorized"
+	CodeOperatorRationaleTooShort   = "operator.rationale_too_short"
 )
 
 // ProblemType is one entry of the problem registry: what a code means and
@@ -158,9 +131,9 @@ func (p ProblemType) check() error {
 	return nil
 }
 
-// Problems returns the problem registry of this release, sorted by code.
-// The slice is fresh on every call.
-func Problems() []ProblemType {
+// coreProblems returns the problem types of the codes above, sorted by
+// code. The slice is fresh on every call.
+func coreProblems() []ProblemType {
 	ps := []ProblemType{
 		{Code: CodeRequestMalformedJSON, Status: 400, Title: "Malformed JSON", Action: ActionFixRequest,
 			Description: "The request body is not one well-formed JSON value: it is empty, cut short, not valid UTF-8, " +
@@ -186,16 +159,6 @@ func Problems() []ProblemType {
 		{Code: CodeMethodNotAllowed, Status: 405, Title: "Method not allowed", Action: ActionFixRequest,
 			Description: "The path exists but does not accept this HTTP method. The Allow header lists the methods " +
 				"it does accept."},
-		{Code: CodeAuditBadCursor, Status: 400, Title: "Bad cursor", Action: ActionFixRequest,
-			Description: "The cursor is malformed or was not issued by this record. Cursors are opaque: pass back " +
-				"exactly the nextCursor of a previous page, or omit the cursor to start from the first entry."},
-		{Code: CodeAuditNotFound, Status: 404, Title: "No such entry", Action: ActionFixRequest,
-			Description: "The record has no entry with this sequence number yet. Sequence numbers start at 1 and " +
-				"have no gaps; the latest checkpoint's treeSize is the highest one that exists."},
-		{Code: CodeAuditOutOfRange, Status: 400, Title: "Out of range", Action: ActionFixRequest,
-			Description: "The proof asked for lies outside the record: a tree size larger than the record, an entry " +
-				"not inside the requested tree size, or a consistency proof whose from is larger than its to. Ask " +
-				"again with sizes no larger than the latest checkpoint's treeSize."},
 		{Code: CodeAuthMissing, Status: 401, Title: "Credential missing", Action: ActionReauthenticate,
 			Description: "This operation needs an agent credential and the request carried none. Send it in the " +
 				"Authorization header."},
@@ -213,34 +176,6 @@ func Problems() []ProblemType {
 		{Code: CodeUnavailable, Status: 503, Title: "Service unavailable", Action: ActionRetryAsIs, RetryAfter: 5,
 			Description: "The server cannot answer right now (it is starting, shutting down, or a dependency such as " +
 				"its store is unavailable). Nothing was changed. Send the same request again after Retry-After seconds."},
-		{Code: CodeIntentMalformed, Status: 400, Title: "Malformed payment instruction", Action: ActionFixRequest,
-			Description: "The payment instruction is structurally wrong: a required member is missing, an amount or " +
-				"currency is not well formed, or the envelope cannot be parsed. In /buy it also reports a cart " +
-				"that is not ready, with the status the cart stopped in and a link to continue at."},
-		{Code: CodeIntentUnauthorized, Status: 403, Title: "Instruction not authorised", Action: ActionStop,
-			Description: "The envelope does not authorise this instruction: the mandate is not signed by a known " +
-				"operator key, has expired or was revoked, names a different agent, or the instruction's signature " +
-				"does not verify. The decision was recorded. A new mandate from an operator is needed."},
-		{Code: CodeIntentDenied, Status: 403, Title: "Payment denied", Action: ActionStop,
-			Description: "The gate refused the payment under the mandate's rules (payee, currency, rail, caps, " +
-				"velocity or deny list). The reasons array says which rules failed and auditSeq points at the " +
-				"recorded decision. Repeating the request will be refused again."},
-		{Code: CodeSettlementFrozen, Status: 503, Title: "Settlement frozen", Action: ActionAwaitOperator,
-			Description: "An operator has engaged the kill switch: nothing settles until it is released. The refusal " +
-				"was recorded, and no idempotency result was stored, so the same instruction can be sent again after release."},
-		{Code: CodeRailUnavailable, Status: 503, Title: "Rail unavailable", Action: ActionRetryAsIs, RetryAfter: 5,
-			Description: "The payment rail did not answer, so the outcome is not yet known. The intent stays in " +
-				"settling and is finished by reconciliation; money never moves twice. Send the same instruction, " +
-				"with the same idempotencyKey, again after Retry-After seconds."},
-		{Code: CodeIdempotencyConflict, Status: 422, Title: "Idempotency key reused", Action: ActionFixRequest,
-			Description: "This idempotency key was already used with a different request. A key names exactly one " +
-				"instruction: use a new key for a new instruction, or resend the original request unchanged."},
-		{Code: CodeIdempotencyInFlight, Status: 409, Title: "Request in flight", Action: ActionRetryAsIs, RetryAfter: 1,
-			Description: "A request with this idempotency key is still being processed. Send the same request again " +
-				"after Retry-After seconds to receive its result."},
-		{Code: CodeIdempotencyKeyHeaderMismatch, Status: 400, Title: "Idempotency key mismatch", Action: ActionFixRequest,
-			Description: "The Idempotency-Key header differs from the instruction's idempotencyKey member. " +
-				"Idempotency is keyed on the instruction's own key; send the header with the same value or omit it."},
 		{Code: CodeOperatorUnauthorized, Status: 401, Title: "Operator signature required", Action: ActionReauthenticate,
 			Description: "This operation needs a valid operator signature in the Svc-Operator header: a known key, a " +
 				"timestamp within five minutes, a fresh nonce, and a signature over the operation, method, URL, " +
@@ -248,54 +183,6 @@ func Problems() []ProblemType {
 		{Code: CodeOperatorRationaleTooShort, Status: 400, Title: "Rationale too short", Action: ActionFixRequest,
 			Description: "Every operator action must state why it is taken: the rationale must have at least 10 " +
 				"characters after trimming. It is written into the record with the operator's key id."},
-		{Code: CodePaymentDeclined, Status: 402, Title: "Payment declined", Action: ActionStop,
-			Description: "The rail declined the payment and no money moved; the intent is failed and its " +
-				"reservation released. declineCode says why. A new instruction (new idempotencyKey) may be sent " +
-				"once the cause is fixed; repeating this one answers the same decline."},
-		{Code: CodeApprovalExpired, Status: 409, Title: "Approval window passed", Action: ActionStop,
-			Description: "The payment waited longer than its approval window; it is expired and its reservation released. " +
-				"The agent must send a new instruction if the payment is still wanted."},
-		{Code: CodeApprovalMismatch, Status: 409, Title: "Challenge or mandate mismatch", Action: ActionFixRequest,
-			Description: "The challenge or mandateId does not match the held payment. Use exactly the challenge and mandateId " +
-				"of the payment's 202 answer."},
-		{Code: CodeApprovalNotPending, Status: 409, Title: "Not waiting for approval", Action: ActionStop,
-			Description: "The payment is not held for approval (it settled, failed, was denied or expired). Read the intent for its status."},
-		{Code: CodeRefundExceeds, Status: 422, Title: "Refund exceeds the payment", Action: ActionFixRequest,
-			Description: "Refunds of a payment may not add up to more than the settled amount. Ask for at most the remaining amount."},
-		{Code: CodeBreakerNotTripped, Status: 409, Title: "Breaker not tripped", Action: ActionStop,
-			Description: "The circuit breaker is closed; there is nothing to reset."},
-		{Code: CodeAuthBadRequest, Status: 400, Title: "Invalid key request", Action: ActionFixRequest,
-			Description: "The agent key request is not valid: a name of 1 to 100 characters and 1 to 100 agent ids of 64 " +
-				"lowercase hex characters are needed; a jkt must be a base64url SHA-256 JWK thumbprint."},
-		{Code: CodeAuthBadCursor, Status: 400, Title: "Bad cursor", Action: ActionFixRequest,
-			Description: "The cursor was not issued by this list. Pass exactly the nextCursor of a previous page."},
-		{Code: CodeAuthKeyNotFound, Status: 404, Title: "No such agent key", Action: ActionFixRequest,
-			Description: "No agent key has this id."},
-		{Code: CodeUsageBadWindow, Status: 400, Title: "Bad usage window", Action: ActionFixRequest,
-			Description: "since must be before until, and the window at most 31 days. Both are RFC 3339 timestamps."},
-		{Code: CodeWebhookInvalidURL, Status: 400, Title: "Invalid endpoint URL", Action: ActionFixRequest,
-			Description: "An endpoint URL must be https (http only to a loopback address in sandbox mode), without " +
-				"credentials or fragment, and must not name a private, loopback, link-local or multicast address."},
-		{Code: CodeWebhookInvalidEvents, Status: 400, Title: "Invalid event kinds", Action: ActionFixRequest,
-			Description: "events must list at least one known event kind, or \"*\" for every kind; the detail lists the valid kinds."},
-		{Code: CodeWebhookNotFound, Status: 404, Title: "No such endpoint or delivery", Action: ActionFixRequest,
-			Description: "No webhook endpoint (or no delivery of it) has this id."},
-		{Code: CodeWebhookBadCursor, Status: 400, Title: "Bad cursor", Action: ActionFixRequest,
-			Description: "The cursor was not issued by this list. Pass exactly the nextCursor of a previous page."},
-		{Code: CodeWebhookTooMany, Status: 409, Title: "Too many endpoints", Action: ActionStop,
-			Description: "The deployment's limit on webhook endpoints is reached. Delete an endpoint you no longer use."},
-		{Code: CodeWebhookDeliveryNotFound, Status: 404, Title: "No such delivery", Action: ActionFixRequest,
-			Description: "The endpoint has no delivery of this event (it was not subscribed, or the delivery's retention passed)."},
-		{Code: CodeWebhookInactive, Status: 409, Title: "Endpoint inactive", Action: ActionFixRequest,
-			Description: "The endpoint is inactive, so nothing is delivered to it. Activate it (PATCH active: true) first."},
-		{Code: CodeWebhookBadLimit, Status: 400, Title: "Bad page size", Action: ActionFixRequest,
-			Description: "limit must be 1 to 100."},
-		{Code: CodeIntentNotFound, Status: 404, Title: "No such intent", Action: ActionFixRequest,
-			Description: "No intent with this id exists for the calling agent key. Intents are visible only to the " +
-				"agent key that created them."},
-		{Code: CodeRefundRefused, Status: 409, Title: "Refund refused", Action: ActionStop,
-			Description: "The refund cannot be made: the rail is irreversible, or the amount would take cumulative " +
-				"refunds past the settled amount."},
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Code < ps[j].Code })
 	return ps

@@ -256,7 +256,7 @@ func TestComponentNameCollision(t *testing.T) {
 type packageItem = Item
 
 func TestCustomRuleProjection(t *testing.T) {
-	m, err := Build(Definition{Title: "t", Version: "1", Problems: Problems(), Rules: []Rule{{
+	m, err := Build(Definition{Title: "t", Version: "1", Parts: []Part{Core()}, Rules: []Rule{{
 		Tag:     "rationale",
 		Func:    func(fl validator.FieldLevel) bool { return len(strings.TrimSpace(fl.Field().String())) >= 10 },
 		Message: func(string) string { return "must have at least 10 characters besides surrounding spaces" },

@@ -8,9 +8,12 @@
 //
 // [New] registers one handler per operation of the [contract.Model] on its
 // own http.ServeMux, with the operation's Go 1.22 method and path pattern.
-// Each operation id is bound to exactly one handler function; New fails if
-// an operation has no handler or a handler has no operation, so a contract
-// and a server cannot disagree about the surface.
+// The model is [Config.Model], by default product.Model(): every domain
+// package's declarations assembled by package product, which this package
+// imports and which never imports it. Each operation id is bound to
+// exactly one handler function; New fails if an operation has no handler
+// or a handler has no operation, so a contract and a server cannot
+// disagree about the surface.
 //
 // # What every response carries
 //
@@ -39,7 +42,7 @@
 // request errors of package contract and the sentinels of package audit,
 // it understands any error (found with errors.As) with a method
 //
-//	Code() string // a code of the contract's problem registry
+//	Code() string // a code of the model's problem registry
 //
 // such as those made with internal/errcode. Its message becomes the detail
 // of a 4xx problem (minus a leading "package: "); 5xx problems never show

@@ -150,7 +150,7 @@ func (s *server) countUsage(r *http.Request, op contract.Operation, st *reqState
 	s.usage.Count(st.principal.KeyID, op.ID, outcome, tags, s.now())
 }
 
-func (s *server) usageGet(ctx context.Context, p *contract.UsageParams, _ *noBody) (auth.Report, error) {
+func (s *server) usageGet(ctx context.Context, p *auth.UsageParams, _ *noBody) (auth.Report, error) {
 	if s.usage == nil {
 		return auth.Report{}, errNoOperations
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/store/memstore"
 )
 
@@ -258,7 +259,7 @@ func TestDPoPAtTheEdge(t *testing.T) {
 func TestRequestIDOnEveryRoute(t *testing.T) {
 	e := newEdge(t, 1000, 1000)
 	cred := "Bearer " + e.issue(t, "")
-	for _, op := range contract.New().Operations() {
+	for _, op := range product.Model().Operations() {
 		path := op.Path
 		for _, p := range []string{"{id}", "{seq}", "{code}", "{eventId}"} {
 			path = strings.ReplaceAll(path, p, "1")

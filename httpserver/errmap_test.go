@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -76,7 +77,7 @@ func TestDomainErrorsBecomeTheirProblems(t *testing.T) {
 			if w.Code != tc.status || p.Code != tc.code || p.Status != tc.status {
 				t.Fatalf("%v: %d %s, want %d %s (%s)", tc.err, w.Code, p.Code, tc.status, tc.code, w.Body)
 			}
-			pt, ok := contract.New().Problem(tc.code)
+			pt, ok := product.Model().Problem(tc.code)
 			if !ok || p.Action != pt.Action {
 				t.Fatalf("action %s, registry says %v", p.Action, pt.Action)
 			}

@@ -10,13 +10,14 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/product"
 )
 
 var errNoSuchProblem = errcode.New(contract.CodeRouteNotFound, "httpserver: no problem type has the code")
 
 // endpoints binds every operation of the release to its handler. A new
-// operation in contract.Countersign needs an entry here, and New fails
-// until it has one.
+// operation of product.Definition needs an entry here, and New fails until
+// it has one.
 func (s *server) endpoints() map[string]endpoint {
 	return map[string]endpoint{
 		"audit.list":        jsonEndpoint(s.auditList),
@@ -53,7 +54,7 @@ func (s *server) endpoints() map[string]endpoint {
 	}
 }
 
-func (s *server) auditList(ctx context.Context, p *contract.AuditListParams, _ *noBody) (audit.Page, error) {
+func (s *server) auditList(ctx context.Context, p *audit.AuditListParams, _ *noBody) (audit.Page, error) {
 	page, err := s.audit.Page(ctx, p.Cursor, p.Limit)
 	if err != nil {
 		return audit.Page{}, err
@@ -81,22 +82,22 @@ func (s *server) auditCheckpoint(w http.ResponseWriter, r *http.Request, _ *noPa
 	return s.writeJSON(w, http.StatusOK, c)
 }
 
-func (s *server) auditEntry(ctx context.Context, p *contract.AuditEntryParams, _ *noBody) (contract.AuditEntryWithProof, error) {
+func (s *server) auditEntry(ctx context.Context, p *audit.AuditEntryParams, _ *noBody) (audit.AuditEntryWithProof, error) {
 	e, err := s.audit.Get(ctx, p.Seq)
 	if err != nil {
-		return contract.AuditEntryWithProof{}, err
+		return audit.AuditEntryWithProof{}, err
 	}
 	proof, err := s.audit.Inclusion(ctx, p.Seq, p.TreeSize)
 	if err != nil {
-		return contract.AuditEntryWithProof{}, err
+		return audit.AuditEntryWithProof{}, err
 	}
 	if proof.Hashes == nil {
 		proof.Hashes = []string{}
 	}
-	return contract.AuditEntryWithProof{Entry: e, Proof: proof}, nil
+	return audit.AuditEntryWithProof{Entry: e, Proof: proof}, nil
 }
 
-func (s *server) auditConsistency(ctx context.Context, p *contract.AuditConsistencyParams, _ *noBody) (audit.ConsistencyProof, error) {
+func (s *server) auditConsistency(ctx context.Context, p *audit.AuditConsistencyParams, _ *noBody) (audit.ConsistencyProof, error) {
 	proof, err := s.audit.Consistency(ctx, *p.From, p.To)
 	if err != nil {
 		return audit.ConsistencyProof{}, err
@@ -107,7 +108,7 @@ func (s *server) auditConsistency(ctx context.Context, p *contract.AuditConsiste
 	return proof, nil
 }
 
-func (s *server) auditStream(w http.ResponseWriter, r *http.Request, p *contract.AuditStreamParams) error {
+func (s *server) auditStream(w http.ResponseWriter, r *http.Request, p *audit.AuditStreamParams) error {
 	after, err := resumePoint(p.LastEventID, p.After)
 	if err != nil {
 		return err
@@ -140,11 +141,11 @@ func (s *server) asyncAPI(w http.ResponseWriter, r *http.Request, _ *noParams) e
 	return nil
 }
 
-func (s *server) health(context.Context, *noParams, *noBody) (contract.Health, error) {
-	return contract.Health{Status: "ok"}, nil
+func (s *server) health(context.Context, *noParams, *noBody) (product.Health, error) {
+	return product.Health{Status: "ok"}, nil
 }
 
-func (s *server) problemPage(w http.ResponseWriter, r *http.Request, p *contract.ProblemPageParams) error {
+func (s *server) problemPage(w http.ResponseWriter, r *http.Request, p *product.ProblemPageParams) error {
 	pt, ok := s.model.Problem(p.Code)
 	if !ok {
 		return fmt.Errorf("%w: %q", errNoSuchProblem, p.Code)

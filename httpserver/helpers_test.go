@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/webhook"
 )
@@ -136,7 +137,7 @@ func testOperations() []contract.Operation {
 			Responses: []contract.Response{contract.JSON(200, "Never.", echo)}},
 		{ID: "test.fail", Method: "GET", Path: "/test/fail/{kind}", Summary: "Fail", Credential: contract.CredentialNone,
 			Params: reflect.TypeFor[failParams](), Responses: []contract.Response{contract.JSON(200, "Never.", echo)},
-			Problems: []string{contract.CodeIntentDenied, contract.CodeSettlementFrozen, contract.CodeIntentMalformed, contract.CodeUnavailable}},
+			Problems: []string{pay.CodeDenied, pay.CodeFrozen, pay.CodeMalformed, contract.CodeUnavailable}},
 		{ID: "test.operator", Method: "POST", Path: "/test/operator", Summary: "Operator", Credential: contract.CredentialOperator,
 			Body: echo, Responses: []contract.Response{contract.JSON(200, "Done.", echo)}},
 	}
@@ -160,12 +161,12 @@ func testEndpoints() map[string]endpoint {
 			case "rate":
 				return echoBody{}, &codedErr{code: contract.CodeRateLimited, msg: "auth: bucket empty", retry: 6500 * time.Millisecond}
 			case "denied":
-				return echoBody{}, &codedErr{code: contract.CodeIntentDenied, msg: "gate: denied: per-tx cap",
+				return echoBody{}, &codedErr{code: pay.CodeDenied, msg: "gate: denied: per-tx cap",
 					ext: map[string]any{"intentId": "int_1", "auditSeq": 42, "reasons": []any{map[string]any{"code": "cap.per_tx", "message": "over cap"}}}}
 			case "frozen":
-				return echoBody{}, &codedErr{code: contract.CodeSettlementFrozen, msg: "pay: settlement frozen"}
+				return echoBody{}, &codedErr{code: pay.CodeFrozen, msg: "pay: settlement frozen"}
 			case "cart":
-				return echoBody{}, &codedErr{code: contract.CodeIntentMalformed, msg: "commerce: cart not ready", action: "continue-at-link",
+				return echoBody{}, &codedErr{code: pay.CodeMalformed, msg: "commerce: cart not ready", action: "continue-at-link",
 					ext: map[string]any{"cartStatus": "requires_escalation", "continueUrl": "https://m.example/c/1"}}
 			case "tampered":
 				return echoBody{}, &audit.TamperError{Seq: 7, Reason: "hash mismatch"}
@@ -174,7 +175,7 @@ func testEndpoints() map[string]endpoint {
 			case "deadline":
 				return echoBody{}, context.DeadlineExceeded
 			case "unencodable":
-				return echoBody{}, &codedErr{code: contract.CodeIntentDenied, msg: "gate: denied", ext: map[string]any{"bad": func() {}}}
+				return echoBody{}, &codedErr{code: pay.CodeDenied, msg: "gate: denied", ext: map[string]any{"bad": func() {}}}
 			}
 			return echoBody{Name: p.Kind, Count: 1}, nil
 		}),
@@ -189,7 +190,7 @@ func testEndpoints() map[string]endpoint {
 
 func testModel(t testing.TB) *contract.Model {
 	t.Helper()
-	def := contract.Countersign()
+	def := product.Definition()
 	def.Operations = append(def.Operations, testOperations()...)
 	m, err := contract.Build(def)
 	if err != nil {

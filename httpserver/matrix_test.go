@@ -7,7 +7,7 @@ package httpserver_test
 // Only the clock is fixed, and requests are served in process.
 //
 // The list of routes is never written here: every operation of
-// contract.New() is exercised according to its credential class, and the
+// product.Model() is exercised according to its credential class, and the
 // requests are built from the model (method, path pattern, parameter and
 // body types). A new operation either runs through the matrix or fails it
 // with a message that says which table below needs an entry.
@@ -46,6 +46,7 @@ import (
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
@@ -228,7 +229,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL: matrixBase,
 		Logger:  quiet,
-		Model:   contract.New(),
+		Model:   product.Model(),
 		Now:     matrixClock,
 		Audit:   lg,
 		Authenticator: httpserver.AgentAuthenticator{Keys: keys, BaseURL: matrixBase,
@@ -493,24 +494,24 @@ type paramValue struct{ value, other string }
 func matrixParams(fx *matrixFixture) map[paramKey]paramValue {
 	p := func(t reflect.Type, in, name string) paramKey { return paramKey{t, in, name} }
 	return map[paramKey]paramValue{
-		p(reflect.TypeFor[contract.IntentParams](), "path", "id"):       {fx.settled, fx.held},
-		p(reflect.TypeFor[contract.IntentEventsParams](), "path", "id"): {fx.settled, fx.held},
-		p(reflect.TypeFor[contract.AuditEntryParams](), "path", "seq"):  {"1", "2"},
-		p(reflect.TypeFor[contract.ProblemPageParams](), "path", "code"): {
+		p(reflect.TypeFor[pay.IntentParams](), "path", "id"):        {fx.settled, fx.held},
+		p(reflect.TypeFor[pay.IntentEventsParams](), "path", "id"):  {fx.settled, fx.held},
+		p(reflect.TypeFor[audit.AuditEntryParams](), "path", "seq"): {"1", "2"},
+		p(reflect.TypeFor[product.ProblemPageParams](), "path", "code"): {
 			contract.CodeOperatorUnauthorized, contract.CodeAuthMissing},
-		p(reflect.TypeFor[contract.AuditConsistencyParams](), "query", "from"): {"1", "2"},
-		p(reflect.TypeFor[contract.UsageParams](), "query", "since"):           {"2026-11-23T00:00:00Z", "2026-11-01T00:00:00Z"},
-		p(reflect.TypeFor[contract.UsageParams](), "query", "until"):           {"2026-11-24T00:00:00Z", "2026-11-30T00:00:00Z"},
+		p(reflect.TypeFor[audit.AuditConsistencyParams](), "query", "from"): {"1", "2"},
+		p(reflect.TypeFor[auth.UsageParams](), "query", "since"):            {"2026-11-23T00:00:00Z", "2026-11-01T00:00:00Z"},
+		p(reflect.TypeFor[auth.UsageParams](), "query", "until"):            {"2026-11-24T00:00:00Z", "2026-11-30T00:00:00Z"},
 		// The signed revocation of the victim key, turned by the tamper
 		// cases against the key every agent route uses.
-		p(reflect.TypeFor[contract.AgentRevokeParams](), "path", "id"):            {fx.victimKeyID, fx.keyID},
-		p(reflect.TypeFor[contract.AgentRevokeParams](), "query", "rationale"):    {matrixRationale, "retire every key of this tenant"},
-		p(reflect.TypeFor[contract.EndpointParams](), "path", "id"):               {fx.endpointID, fx.victimEPID},
-		p(reflect.TypeFor[contract.EndpointDeleteParams](), "path", "id"):         {fx.victimEPID, fx.endpointID},
-		p(reflect.TypeFor[contract.EndpointDeleteParams](), "query", "rationale"): {matrixRationale, "drop every endpoint we have"},
-		p(reflect.TypeFor[contract.DeliveriesParams](), "path", "id"):             {fx.endpointID, fx.victimEPID},
-		p(reflect.TypeFor[contract.DeliveryParams](), "path", "id"):               {fx.endpointID, fx.victimEPID},
-		p(reflect.TypeFor[contract.DeliveryParams](), "path", "eventId"):          {"evt_1_audit.appended", "evt_2_audit.appended"},
+		p(reflect.TypeFor[auth.AgentRevokeParams](), "path", "id"):               {fx.victimKeyID, fx.keyID},
+		p(reflect.TypeFor[auth.AgentRevokeParams](), "query", "rationale"):       {matrixRationale, "retire every key of this tenant"},
+		p(reflect.TypeFor[webhook.EndpointParams](), "path", "id"):               {fx.endpointID, fx.victimEPID},
+		p(reflect.TypeFor[webhook.EndpointDeleteParams](), "path", "id"):         {fx.victimEPID, fx.endpointID},
+		p(reflect.TypeFor[webhook.EndpointDeleteParams](), "query", "rationale"): {matrixRationale, "drop every endpoint we have"},
+		p(reflect.TypeFor[webhook.DeliveriesParams](), "path", "id"):             {fx.endpointID, fx.victimEPID},
+		p(reflect.TypeFor[webhook.DeliveryParams](), "path", "id"):               {fx.endpointID, fx.victimEPID},
+		p(reflect.TypeFor[webhook.DeliveryParams](), "path", "eventId"):          {"evt_1_audit.appended", "evt_2_audit.appended"},
 	}
 }
 
@@ -526,28 +527,28 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 			one := int64(1)
 			return pay.RefundRequest{IntentID: fx.settled, AmountMinor: &one, Rationale: matrixRationale}
 		},
-		reflect.TypeFor[contract.KillSwitchRequest](): func(testing.TB) any {
+		reflect.TypeFor[pay.KillSwitchRequest](): func(testing.TB) any {
 			// Releasing, so later payments and approvals are not frozen.
 			off := false
-			return contract.KillSwitchRequest{Engaged: &off, Rationale: matrixRationale}
+			return pay.KillSwitchRequest{Engaged: &off, Rationale: matrixRationale}
 		},
 		reflect.TypeFor[contract.RationaleRequest](): func(testing.TB) any {
 			return contract.RationaleRequest{Rationale: matrixRationale}
 		},
-		reflect.TypeFor[contract.AgentCreateRequest](): func(testing.TB) any {
-			return contract.AgentCreateRequest{Name: "matrix-created", AgentIDs: []string{fx.agentHex}, Rationale: matrixRationale}
+		reflect.TypeFor[auth.AgentCreateRequest](): func(testing.TB) any {
+			return auth.AgentCreateRequest{Name: "matrix-created", AgentIDs: []string{fx.agentHex}, Rationale: matrixRationale}
 		},
-		reflect.TypeFor[contract.WebhookCreateRequest](): func(testing.TB) any {
-			return contract.WebhookCreateRequest{CreateRequest: webhook.CreateRequest{URL: "https://hooks.example/new", Events: []string{"payment.settled"}},
+		reflect.TypeFor[webhook.WebhookCreateRequest](): func(testing.TB) any {
+			return webhook.WebhookCreateRequest{CreateRequest: webhook.CreateRequest{URL: "https://hooks.example/new", Events: []string{"payment.settled"}},
 				Rationale: matrixRationale}
 		},
-		reflect.TypeFor[contract.WebhookUpdateRequest](): func(testing.TB) any {
+		reflect.TypeFor[webhook.WebhookUpdateRequest](): func(testing.TB) any {
 			on := true
-			return contract.WebhookUpdateRequest{UpdateRequest: webhook.UpdateRequest{Active: &on}, Rationale: matrixRationale}
+			return webhook.WebhookUpdateRequest{UpdateRequest: webhook.UpdateRequest{Active: &on}, Rationale: matrixRationale}
 		},
-		reflect.TypeFor[contract.MandateRevokeRequest](): func(testing.TB) any {
+		reflect.TypeFor[pay.MandateRevokeRequest](): func(testing.TB) any {
 			// Not the fixture's mandate: the approve route still needs it.
-			return contract.MandateRevokeRequest{MandateID: "mdt-unused", Rationale: matrixRationale}
+			return pay.MandateRevokeRequest{MandateID: "mdt-unused", Rationale: matrixRationale}
 		},
 	}
 }
@@ -783,7 +784,7 @@ func brokenRequest(code string) bool {
 func TestMatrix(t *testing.T) {
 	fx := newMatrixFixture(t)
 	b := builder{params: matrixParams(fx), bodies: matrixBodies(fx)}
-	ops := contract.New().Operations()
+	ops := product.Model().Operations()
 
 	var operatorIDs []string
 	for _, op := range ops {
@@ -1127,12 +1128,12 @@ func TestNonceSurvivesRestart(t *testing.T) {
 		}
 		return st
 	}
-	op, ok := contract.New().Operation("operator.kill_switch")
+	op, ok := product.Model().Operation("operator.kill_switch")
 	if !ok || op.Credential != contract.CredentialOperator {
 		t.Fatal("operator.kill_switch is not an operator operation of the contract")
 	}
 	off := false
-	body, err := json.Marshal(contract.KillSwitchRequest{Engaged: &off, Rationale: matrixRationale})
+	body, err := json.Marshal(pay.KillSwitchRequest{Engaged: &off, Rationale: matrixRationale})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func (s *server) opRefund(ctx context.Context, _ *noParams, req *pay.RefundReque
 	return *res, nil
 }
 
-func (s *server) opKillSwitch(ctx context.Context, _ *noParams, req *contract.KillSwitchRequest) (pay.Control, error) {
+func (s *server) opKillSwitch(ctx context.Context, _ *noParams, req *pay.KillSwitchRequest) (pay.Control, error) {
 	if s.operations == nil {
 		return pay.Control{}, errNoOperations
 	}
@@ -108,7 +108,7 @@ func (s *server) opApprovals(ctx context.Context, p *contract.PageParams, _ *noB
 	return s.operations.Held(ctx, p.Cursor, p.Limit)
 }
 
-func (s *server) opMandateRevoke(ctx context.Context, _ *noParams, req *contract.MandateRevokeRequest) (pay.Revocation, error) {
+func (s *server) opMandateRevoke(ctx context.Context, _ *noParams, req *pay.MandateRevokeRequest) (pay.Revocation, error) {
 	if s.operations == nil {
 		return pay.Revocation{}, errNoOperations
 	}
@@ -123,7 +123,7 @@ func (s *server) opAgentsCreate(w http.ResponseWriter, r *http.Request, _ *noPar
 	if s.agentKeys == nil {
 		return errNoOperations
 	}
-	var req contract.AgentCreateRequest
+	var req auth.AgentCreateRequest
 	if err := s.decodeBody(r, &req); err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (s *server) opAgentsList(ctx context.Context, p *contract.PageParams, _ *no
 	return s.agentKeys.List(ctx, p.Cursor, p.Limit)
 }
 
-func (s *server) opAgentsRevoke(ctx context.Context, p *contract.AgentRevokeParams, _ *noBody) (auth.Key, error) {
+func (s *server) opAgentsRevoke(ctx context.Context, p *auth.AgentRevokeParams, _ *noBody) (auth.Key, error) {
 	if s.agentKeys == nil {
 		return auth.Key{}, errNoOperations
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
-	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
 )
@@ -47,7 +46,7 @@ func caller(ctx context.Context) (pay.Caller, error) {
 
 // payCreate is POST /pay. It hands the raw body to the service, which
 // decodes it strictly itself, and renders the outcome.
-func (s *server) payCreate(w http.ResponseWriter, r *http.Request, p *contract.PayParams) error {
+func (s *server) payCreate(w http.ResponseWriter, r *http.Request, p *pay.PayParams) error {
 	if s.payments == nil {
 		return errNoPayments
 	}
@@ -84,7 +83,7 @@ func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay
 		for i, rs := range d.Reasons {
 			codes[i] = rs.Code
 		}
-		p := s.newProblem(r, contract.CodeIntentDenied, "the gate denied the payment: "+strings.Join(codes, ", "))
+		p := s.newProblem(r, pay.CodeDenied, "the gate denied the payment: "+strings.Join(codes, ", "))
 		p.RequestID = res.RequestID
 		p.Extensions = map[string]any{"intentId": d.IntentID, "mandateId": d.MandateID, "reasons": d.Reasons, "auditSeq": d.AuditSeq}
 		markOutcome(r, p.Code)
@@ -92,7 +91,7 @@ func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay
 		return nil
 	case pay.OutcomeFailed:
 		f := res.Failure
-		p := s.newProblem(r, contract.CodePaymentDeclined, "the rail declined the payment: "+f.Message)
+		p := s.newProblem(r, pay.CodeDeclined, "the rail declined the payment: "+f.Message)
 		p.RequestID = res.RequestID
 		p.Extensions = map[string]any{"intentId": f.IntentID, "rail": f.Rail, "declineCode": f.DeclineCode, "auditSeq": f.AuditSeq}
 		markOutcome(r, p.Code)
@@ -102,7 +101,7 @@ func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay
 	return fmt.Errorf("httpserver: unknown payment outcome %q", res.Outcome)
 }
 
-func (s *server) intentGet(ctx context.Context, p *contract.IntentParams, _ *noBody) (pay.Intent, error) {
+func (s *server) intentGet(ctx context.Context, p *pay.IntentParams, _ *noBody) (pay.Intent, error) {
 	if s.payments == nil {
 		return pay.Intent{}, errNoPayments
 	}
@@ -117,7 +116,7 @@ func (s *server) intentGet(ctx context.Context, p *contract.IntentParams, _ *noB
 	return *in, nil
 }
 
-func (s *server) intentEvents(ctx context.Context, p *contract.IntentEventsParams, _ *noBody) (audit.Page, error) {
+func (s *server) intentEvents(ctx context.Context, p *pay.IntentEventsParams, _ *noBody) (audit.Page, error) {
 	if s.payments == nil {
 		return audit.Page{}, errNoPayments
 	}
@@ -138,12 +137,12 @@ func (s *server) intentEvents(ctx context.Context, p *contract.IntentEventsParam
 func payProblemDetail(err error) (classified, bool) {
 	var ue *pay.UnauthorizedError
 	if errors.As(err, &ue) {
-		return classified{code: contract.CodeIntentUnauthorized,
+		return classified{code: pay.CodeUnauthorized,
 			detail: "the envelope does not authorise this instruction: " + string(ue.Reason)}, true
 	}
 	var me *pay.MalformedError
 	if errors.As(err, &me) {
-		return classified{code: contract.CodeIntentMalformed, detail: "the payment instruction is malformed; see errors",
+		return classified{code: pay.CodeMalformed, detail: "the payment instruction is malformed; see errors",
 			fields: me.Fields}, true
 	}
 	return classified{}, false

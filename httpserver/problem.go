@@ -61,12 +61,12 @@ func (s *server) classify(ctx context.Context, err error) classified {
 	case errors.As(err, &derr):
 		return classified{code: derr.Code, detail: derr.Detail}
 	case errors.Is(err, audit.ErrBadCursor):
-		return classified{code: contract.CodeAuditBadCursor,
+		return classified{code: audit.CodeBadCursor,
 			detail: "the cursor is malformed or was not issued by this record"}
 	case errors.Is(err, audit.ErrNotFound):
-		return classified{code: contract.CodeAuditNotFound, detail: "the record has no entry with this sequence number"}
+		return classified{code: audit.CodeNotFound, detail: "the record has no entry with this sequence number"}
 	case errors.Is(err, audit.ErrOutOfRange):
-		return classified{code: contract.CodeAuditOutOfRange,
+		return classified{code: audit.CodeOutOfRange,
 			detail: "the requested sizes or sequence number lie outside the record"}
 	case errors.Is(err, audit.ErrBadLimit):
 		// The contract's own limits are checked first; this is a backstop

@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/product"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Config.MaxBodyBytes
@@ -97,7 +98,7 @@ type Config struct {
 	// faults at Error. Default slog.Default().
 	Logger *slog.Logger
 	// Model is the contract the routes are built from. Default
-	// contract.New().
+	// product.Model().
 	Model *contract.Model
 	// Now is the clock, used to mint request ids. Default time.Now.
 	Now func() time.Time
@@ -195,7 +196,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries,
 	}
 	if s.model == nil {
-		s.model = contract.New()
+		s.model = product.Model()
 	}
 	if s.log == nil {
 		s.log = slog.Default()

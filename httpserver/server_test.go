@@ -19,6 +19,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -124,7 +125,7 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 	// A stream does not end for a recorder; TestAuditStreamRoute
 	// (sse_route_test.go) serves it over a real connection.
 	seen["audit.stream"] = true
-	for _, op := range contract.New().Operations() {
+	for _, op := range product.Model().Operations() {
 		if !seen[op.ID] {
 			t.Errorf("operation %s has no happy-path case", op.ID)
 		}
@@ -211,7 +212,7 @@ func TestRoutesRealLog(t *testing.T) {
 
 	// The served entry and proof verify with the record's key alone.
 	w := ts.do(t, "GET", "/audit/entries/4?treeSize=5", nil)
-	var ep contract.AuditEntryWithProof
+	var ep audit.AuditEntryWithProof
 	if err := json.Unmarshal(w.Body.Bytes(), &ep); err != nil {
 		t.Fatal(err)
 	}
@@ -242,12 +243,12 @@ func TestRoutesRealLog(t *testing.T) {
 
 	// Errors of the real log map to their problems.
 	for target, code := range map[string]string{
-		"/audit?cursor=bm90LWEtY3Vyc29y":     contract.CodeAuditBadCursor,
-		"/audit/entries/99":                  contract.CodeAuditNotFound,
-		"/audit/entries/5?treeSize=4":        contract.CodeAuditOutOfRange,
-		"/audit/consistency?from=3&to=2":     contract.CodeAuditOutOfRange,
-		"/audit/consistency?from=1&to=99":    contract.CodeAuditOutOfRange,
-		"/audit/entries/1?treeSize=99999999": contract.CodeAuditOutOfRange,
+		"/audit?cursor=bm90LWEtY3Vyc29y":     audit.CodeBadCursor,
+		"/audit/entries/99":                  audit.CodeNotFound,
+		"/audit/entries/5?treeSize=4":        audit.CodeOutOfRange,
+		"/audit/consistency?from=3&to=2":     audit.CodeOutOfRange,
+		"/audit/consistency?from=1&to=99":    audit.CodeOutOfRange,
+		"/audit/entries/1?treeSize=99999999": audit.CodeOutOfRange,
 	} {
 		w := ts.do(t, "GET", target, nil)
 		if p := decodeProblem(t, w); p.Code != code {
@@ -575,7 +576,7 @@ func TestCheckpointNegotiation(t *testing.T) {
 }
 
 func TestOpenAPIServed(t *testing.T) {
-	m := contract.New()
+	m := product.Model()
 	ts2 := &testServer{}
 	h, err := New(Config{BaseURL: testBase + "/", Model: m, Sandbox: true, Audit: &fakeAudit{}})
 	if err != nil {
@@ -655,7 +656,7 @@ func TestCredentials(t *testing.T) {
 }
 
 func TestNewRefuses(t *testing.T) {
-	m := contract.New()
+	m := product.Model()
 	ok := Config{BaseURL: testBase, Sandbox: true, Audit: &fakeAudit{}, Model: m}
 	tests := []struct {
 		name  string
@@ -721,7 +722,7 @@ func TestEndpointTypeChecks(t *testing.T) {
 
 func TestEveryProblemCodeHasAPage(t *testing.T) {
 	ts := newTestServer(t, Config{})
-	for _, p := range contract.New().Problems() {
+	for _, p := range product.Model().Problems() {
 		w := ts.do(t, "GET", "/problems/"+p.Code, nil)
 		if w.Code != 200 || !strings.Contains(w.Body.String(), p.Title) {
 			t.Errorf("%s: %d", p.Code, w.Code)

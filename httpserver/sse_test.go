@@ -28,6 +28,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/pebblestore"
@@ -597,14 +598,14 @@ func TestAuditStreamProblems(t *testing.T) {
 	hub := audit.NewHub(l, nil)
 	defer hub.Close()
 
-	def := contract.Countersign()
+	def := product.Definition()
 	def.Operations = append(def.Operations, testOperations()...)
 	def.Operations = append(def.Operations, contract.Operation{
 		ID: "test.audit_stream", Method: "GET", Path: "/test/audit/stream", Summary: "Stream the record",
 		Credential: contract.CredentialAgent, Params: reflect.TypeFor[streamTestParams](),
 		Responses: []contract.Response{{Status: 200, Description: "An event stream.",
 			Content: []contract.Content{{MediaType: mediaEventStream}}}},
-		Problems: []string{contract.CodeAuditOutOfRange, contract.CodeUnavailable},
+		Problems: []string{audit.CodeOutOfRange, contract.CodeUnavailable},
 	})
 	m, err := contract.Build(def)
 	if err != nil {
@@ -668,8 +669,8 @@ func TestAuditStreamProblems(t *testing.T) {
 		{"last-event-id negative", "", "-1", 400, contract.CodeRequestValidation, "Last-Event-ID"},
 		{"last-event-id too large", "", "18446744073709551616", 400, contract.CodeRequestValidation, "Last-Event-ID"},
 		{"after not a number", "?after=x", "", 400, contract.CodeRequestValidation, "after"},
-		{"after past the head", "?after=2", "", 400, contract.CodeAuditOutOfRange, ""},
-		{"last-event-id past the head", "?after=0", "9", 400, contract.CodeAuditOutOfRange, ""},
+		{"after past the head", "?after=2", "", 400, audit.CodeOutOfRange, ""},
+		{"last-event-id past the head", "?after=0", "9", 400, audit.CodeOutOfRange, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp := get(c.query, c.lastEventID)

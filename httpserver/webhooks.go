@@ -29,7 +29,7 @@ func (s *server) whCreate(w http.ResponseWriter, r *http.Request, _ *noParams) e
 	if s.webhooks == nil {
 		return errNoOperations
 	}
-	var req contract.WebhookCreateRequest
+	var req webhook.WebhookCreateRequest
 	if err := s.decodeBody(r, &req); err != nil {
 		return err
 	}
@@ -53,18 +53,18 @@ func (s *server) whList(ctx context.Context, p *contract.PageParams, _ *noBody) 
 	return s.webhooks.List(ctx, p.Cursor, p.Limit)
 }
 
-func (s *server) whGet(ctx context.Context, p *contract.EndpointParams, _ *noBody) (webhook.Endpoint, error) {
+func (s *server) whGet(ctx context.Context, p *webhook.EndpointParams, _ *noBody) (webhook.Endpoint, error) {
 	if s.webhooks == nil {
 		return webhook.Endpoint{}, errNoOperations
 	}
 	return s.webhooks.Get(ctx, p.ID)
 }
 
-func (s *server) whUpdate(w http.ResponseWriter, r *http.Request, p *contract.EndpointParams) error {
+func (s *server) whUpdate(w http.ResponseWriter, r *http.Request, p *webhook.EndpointParams) error {
 	if s.webhooks == nil {
 		return errNoOperations
 	}
-	var req contract.WebhookUpdateRequest
+	var req webhook.WebhookUpdateRequest
 	if err := s.decodeBody(r, &req); err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (s *server) whUpdate(w http.ResponseWriter, r *http.Request, p *contract.En
 	return s.writeJSON(w, http.StatusOK, u)
 }
 
-func (s *server) whDelete(w http.ResponseWriter, r *http.Request, p *contract.EndpointDeleteParams) error {
+func (s *server) whDelete(w http.ResponseWriter, r *http.Request, p *webhook.EndpointDeleteParams) error {
 	if s.webhooks == nil {
 		return errNoOperations
 	}
@@ -95,14 +95,14 @@ func (s *server) whDelete(w http.ResponseWriter, r *http.Request, p *contract.En
 	return nil
 }
 
-func (s *server) whDeliveries(ctx context.Context, p *contract.DeliveriesParams, _ *noBody) (webhook.DeliveryPage, error) {
+func (s *server) whDeliveries(ctx context.Context, p *webhook.DeliveriesParams, _ *noBody) (webhook.DeliveryPage, error) {
 	if s.deliveries == nil {
 		return webhook.DeliveryPage{}, errNoOperations
 	}
 	return s.deliveries.Deliveries(ctx, p.ID, p.Cursor, p.Limit)
 }
 
-func (s *server) whRetry(ctx context.Context, p *contract.DeliveryParams, req *contract.RationaleRequest) (webhook.Delivery, error) {
+func (s *server) whRetry(ctx context.Context, p *webhook.DeliveryParams, req *contract.RationaleRequest) (webhook.Delivery, error) {
 	if s.deliveries == nil {
 		return webhook.Delivery{}, errNoOperations
 	}

@@ -6,15 +6,17 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
 )
 
-// Stable error codes (the contract's problem registry has both).
+// Stable error codes. Both are the contract's: the HTTP layer answers them
+// on every operator operation, whichever package declares it.
 const (
 	// CodeUnauthorized is the code of every [*UnauthorizedError].
-	CodeUnauthorized = "operator.unauthorized"
+	CodeUnauthorized = contract.CodeOperatorUnauthorized
 	// CodeRationaleTooShort is the code of [ErrRationaleTooShort].
-	CodeRationaleTooShort = "operator.rationale_too_short"
+	CodeRationaleTooShort = contract.CodeOperatorRationaleTooShort
 )
 
 // ErrUnauthorized is matched by every [*UnauthorizedError]; check with

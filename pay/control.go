@@ -16,7 +16,7 @@ import (
 // Errors of the operator controls. Check with errors.Is.
 var (
 	// ErrBreakerNotTripped: a reset was asked of a closed breaker.
-	ErrBreakerNotTripped = errcode.New("breaker.not_tripped", "pay: the circuit breaker is not tripped")
+	ErrBreakerNotTripped = errcode.New(CodeBreakerNotTripped, "pay: the circuit breaker is not tripped")
 	// ErrMandateRevoked: the mandate was revoked by an operator.
 	ErrMandateRevoked = errcode.New(CodeUnauthorized, "pay: mandate revoked")
 )

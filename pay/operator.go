@@ -23,18 +23,18 @@ import (
 var (
 	// ErrApprovalExpired: the approval window passed; the intent is expired
 	// and its reservation released.
-	ErrApprovalExpired = errcode.New("approval.expired", "pay: the approval window of this payment has passed")
+	ErrApprovalExpired = errcode.New(CodeApprovalExpired, "pay: the approval window of this payment has passed")
 	// ErrApprovalMismatch: the challenge or mandate id does not match the
 	// held intent.
-	ErrApprovalMismatch = errcode.New("approval.mismatch", "pay: the challenge or mandate id does not match this held payment")
+	ErrApprovalMismatch = errcode.New(CodeApprovalMismatch, "pay: the challenge or mandate id does not match this held payment")
 	// ErrNotPending: the intent is not waiting for approval.
-	ErrNotPending = errcode.New("approval.not_pending", "pay: this payment is not waiting for approval")
+	ErrNotPending = errcode.New(CodeNotPending, "pay: this payment is not waiting for approval")
 	// ErrRefundRefused: the intent cannot be refunded (not settled, an
 	// irreversible rail, or a refund still in progress).
-	ErrRefundRefused = errcode.New("refund.refused", "pay: this payment cannot be refunded")
+	ErrRefundRefused = errcode.New(CodeRefundRefused, "pay: this payment cannot be refunded")
 	// ErrRefundExceeds: the amount would take refunds past the settled
 	// amount.
-	ErrRefundExceeds = errcode.New("refund.exceeds", "pay: refund amount exceeds what remains of the payment")
+	ErrRefundExceeds = errcode.New(CodeRefundExceeds, "pay: refund amount exceeds what remains of the payment")
 )
 
 // ApproveRequest is the body of POST /operator/approve.

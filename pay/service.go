@@ -29,20 +29,20 @@ var (
 	// ErrFrozen: the kill switch is engaged; nothing settles. Nothing is
 	// stored under the idempotency key, so the same request can be sent
 	// again after the operator releases the switch.
-	ErrFrozen = errcode.New("settlement.frozen", "pay: settlement is frozen by the operator's kill switch")
+	ErrFrozen = errcode.New(CodeFrozen, "pay: settlement is frozen by the operator's kill switch")
 	// ErrRailUnavailable: the rail did not give a definite answer. The
 	// intent stays settling; sending the same request again (same
 	// idempotency key) finishes it, and so does the reconciler.
-	ErrRailUnavailable = errcode.New("rail.unavailable", "pay: the rail did not answer definitely; the payment is still settling")
+	ErrRailUnavailable = errcode.New(CodeRailUnavailable, "pay: the rail did not answer definitely; the payment is still settling")
 	// ErrIdempotencyConflict: the key was used with a different instruction.
-	ErrIdempotencyConflict = errcode.New("idempotency.conflict", "pay: idempotency key already used for a different instruction")
+	ErrIdempotencyConflict = errcode.New(CodeIdempotencyConflict, "pay: idempotency key already used for a different instruction")
 	// ErrInFlight: the first request with this key is still being processed.
-	ErrInFlight = errcode.New("idempotency.in_flight", "pay: a request with this idempotency key is still in flight")
+	ErrInFlight = errcode.New(CodeInFlight, "pay: a request with this idempotency key is still in flight")
 	// ErrKeyMismatch: the Idempotency-Key header differs from the
 	// instruction's idempotencyKey.
-	ErrKeyMismatch = errcode.New("idempotency.key_mismatch", "pay: Idempotency-Key header does not match the instruction's idempotencyKey")
+	ErrKeyMismatch = errcode.New(CodeKeyMismatch, "pay: Idempotency-Key header does not match the instruction's idempotencyKey")
 	// ErrIntentNotFound: no intent with that id for this agent key.
-	ErrIntentNotFound = errcode.New("intent.not_found", "pay: no such intent")
+	ErrIntentNotFound = errcode.New(CodeIntentNotFound, "pay: no such intent")
 )
 
 // Caller is the authenticated agent key a request came with.

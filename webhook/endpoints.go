@@ -30,26 +30,26 @@ var (
 	// ErrInvalidURL: the url is not https (or http to a loopback address
 	// where that is allowed), is malformed, carries user info or a
 	// fragment, or names a forbidden address (400).
-	ErrInvalidURL = errcode.New("webhook.invalid_url", "webhook: invalid endpoint url")
+	ErrInvalidURL = errcode.New(CodeInvalidURL, "webhook: invalid endpoint url")
 	// ErrInvalidEvents: events is empty or names an unknown kind; the
 	// message lists the valid kinds (400).
-	ErrInvalidEvents = errcode.New("webhook.invalid_events", "webhook: invalid event kinds")
+	ErrInvalidEvents = errcode.New(CodeInvalidEvents, "webhook: invalid event kinds")
 	// ErrNotFound: no endpoint with that id, or it was deleted (404).
-	ErrNotFound = errcode.New("webhook.not_found", "webhook: no such endpoint")
+	ErrNotFound = errcode.New(CodeNotFound, "webhook: no such endpoint")
 	// ErrTooManyEndpoints: the deployment already has Options.MaxEndpoints
 	// endpoints (409).
-	ErrTooManyEndpoints = errcode.New("webhook.too_many_endpoints", "webhook: too many endpoints")
+	ErrTooManyEndpoints = errcode.New(CodeTooManyEndpoints, "webhook: too many endpoints")
 	// ErrDeliveryNotFound: the endpoint has no delivery of that event (it
 	// was not subscribed, the event id is malformed, or the delivery's
 	// retention ended) (404).
-	ErrDeliveryNotFound = errcode.New("webhook.delivery_not_found", "webhook: no such delivery")
+	ErrDeliveryNotFound = errcode.New(CodeDeliveryNotFound, "webhook: no such delivery")
 	// ErrInactive: the endpoint is inactive, so a delivery cannot be
 	// retried; activate it first (409).
-	ErrInactive = errcode.New("webhook.endpoint_inactive", "webhook: endpoint is inactive")
+	ErrInactive = errcode.New(CodeInactive, "webhook: endpoint is inactive")
 	// ErrBadCursor: a page cursor is malformed or not from this listing (400).
-	ErrBadCursor = errcode.New("webhook.bad_cursor", "webhook: malformed cursor")
+	ErrBadCursor = errcode.New(CodeBadCursor, "webhook: malformed cursor")
 	// ErrBadLimit: a page limit is outside 0..MaxPageLimit (400).
-	ErrBadLimit = errcode.New("webhook.bad_limit", "webhook: page limit out of range")
+	ErrBadLimit = errcode.New(CodeBadLimit, "webhook: page limit out of range")
 )
 
 // Page limits of List and Deliveries.

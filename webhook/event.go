@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
 )
 
 // Event kinds (DESIGN §7). Every kind is derived from record entries by
@@ -33,8 +34,7 @@ const AllEvents = "*"
 // the deployment's record key instead of trusting the delivery.
 //
 // The struct tags are those of the contract model (validate and doc feed
-// the generated JSON Schemas); contract.Event is meant to be an alias of
-// this type.
+// the generated JSON Schemas); every kind of [Kinds] has it as payload.
 type Event struct {
 	ID        string          `json:"id" validate:"required" doc:"evt_<sequence>_<type>: the same for every delivery of this event; deduplicate on it."`
 	Type      string          `json:"type" validate:"required" doc:"The event kind."`
@@ -44,23 +44,16 @@ type Event struct {
 	Entry     audit.Entry     `json:"entry" doc:"The whole signed record entry."`
 }
 
-// Kind describes one event kind, for generated documentation such as
-// AsyncAPI: its name, when it is sent, and the Go type of the delivered
-// JSON body.
-type Kind struct {
-	Name        string
-	Description string
-	Payload     reflect.Type // always Event
-}
-
-// Kinds returns the event kinds of this release, in a stable order. The
-// contract package projects them into /asyncapi.json and the OpenAPI
-// webhooks object.
-func Kinds() []Kind {
-	k := func(name, desc string) Kind {
-		return Kind{Name: name, Description: desc, Payload: reflect.TypeFor[Event]()}
+// Kinds returns the event kinds of this release, in a stable order: the
+// name, when it is sent, and the Go type of the delivered body (always
+// [Event]). One list serves derivation, delivery and the documents: the
+// contract model projects it, through [Contract], into /asyncapi.json and
+// the OpenAPI webhooks object.
+func Kinds() []contract.EventKind {
+	k := func(name, desc string) contract.EventKind {
+		return contract.EventKind{Name: name, Description: desc, Payload: reflect.TypeFor[Event]()}
 	}
-	return []Kind{
+	return []contract.EventKind{
 		k(EventGateDecision, "A decision was made on a payment, whatever its outcome."),
 		k(EventIntentDenied, "A payment was refused."),
 		k(EventApprovalPending, "A payment is waiting for a person to approve it."),

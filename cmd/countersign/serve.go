@@ -21,10 +21,10 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
-	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
@@ -261,7 +261,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, err
 	}
 
-	model := contract.New()
+	model := product.Model()
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL:           baseURL,
 		Sandbox:           !cfg.production,

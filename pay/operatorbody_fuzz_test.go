@@ -1,4 +1,4 @@
-package contract_test
+package pay_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/product"
 )
 
 // FuzzOperatorBodies feeds untrusted bytes to the decoders of the operator's
@@ -26,7 +27,7 @@ func FuzzOperatorBodies(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	m := contract.New()
+	m := product.Model()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		check := func(dst, again any) {
 			if contract.DecodeJSON(bytes.NewReader(b), dst) != nil || m.Validate(dst) != nil {

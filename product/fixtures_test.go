@@ -1,7 +1,8 @@
-package contract
+package product_test
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +11,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/product"
 )
+
+var rewrite = flag.Bool("rewrite", false, "rewrite golden files in testdata")
 
 // fixtureBase is the base URL of the fixture documents: the reference
 // server's default address.
@@ -19,13 +25,15 @@ const fixtureBase = "http://127.0.0.1:8080"
 // TestAssembledFixtures compares everything a client can observe of the
 // assembled model with fixtures in testdata/assembled, byte for byte: the
 // OpenAPI and AsyncAPI documents, and a listing of every operation,
-// problem type and event kind. Rewrite them after an intended change with
+// problem type and event kind. The fixtures were captured from the model
+// as package contract declared it, before the declarations moved to their
+// packages. Rewrite them after an intended change with
 //
-//	go test ./contract -run TestAssembledFixtures -rewrite
+//	go test ./product -run TestAssembledFixtures -rewrite
 //
 // and review the diff: it is the public contract.
 func TestAssembledFixtures(t *testing.T) {
-	m := New()
+	m := product.Model()
 	openapi, err := m.OpenAPI(fixtureBase)
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +74,9 @@ func TestAssembledFixtures(t *testing.T) {
 // operationListing lists every operation, sorted by id (declaration order
 // is not observable on the wire), with its credential class, the full set
 // of problem codes it can answer with, and the names of its types.
-func operationListing(m *Model) []byte {
+func operationListing(m *contract.Model) []byte {
 	ops := m.Operations()
-	slices.SortFunc(ops, func(a, b Operation) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(ops, func(a, b contract.Operation) int { return strings.Compare(a.ID, b.ID) })
 	var b bytes.Buffer
 	for _, op := range ops {
 		fmt.Fprintf(&b, "%s %s %s\n", op.ID, op.Method, op.Path)
@@ -91,7 +99,7 @@ func operationListing(m *Model) []byte {
 }
 
 // problemListing lists every problem type, sorted by code.
-func problemListing(m *Model) []byte {
+func problemListing(m *contract.Model) []byte {
 	var b bytes.Buffer
 	for _, p := range m.Problems() {
 		fmt.Fprintf(&b, "%s %d %s retry-after=%d %q\n", p.Code, p.Status, p.Action, p.RetryAfter, p.Title)
@@ -100,7 +108,7 @@ func problemListing(m *Model) []byte {
 }
 
 // eventListing lists every event kind in declaration order.
-func eventListing(m *Model) []byte {
+func eventListing(m *contract.Model) []byte {
 	var b bytes.Buffer
 	for _, ev := range m.Events() {
 		fmt.Fprintf(&b, "%s %s %q\n", ev.Name, typeName(ev.Payload), ev.Description)

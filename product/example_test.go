@@ -1,0 +1,69 @@
+package product_test
+
+import (
+	"fmt"
+
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/product"
+)
+
+// The definition is assembled part by part, each declared by the package
+// whose behaviour it describes.
+func ExampleDefinition() {
+	def := product.Definition()
+	fmt.Println(def.Title, def.Version)
+	for _, p := range def.Parts {
+		fmt.Printf("%-8s %2d operations %2d problem types %d event kinds\n", p.Name, len(p.Operations), len(p.Problems), len(p.Events))
+	}
+	// Output:
+	// Countersign 0.1.0
+	// contract  0 operations 14 problem types 0 event kinds
+	// audit     5 operations  3 problem types 0 event kinds
+	// pay       9 operations 16 problem types 0 event kinds
+	// auth      4 operations  4 problem types 0 event kinds
+	// webhook   7 operations  8 problem types 9 event kinds
+	// product   4 operations  0 problem types 0 event kinds
+}
+
+func ExampleModel() {
+	m := product.Model()
+	for _, op := range m.Operations() {
+		fmt.Println(op.Method, op.Path, op.ID, op.Credential)
+	}
+	op, _ := m.Operation("audit.list")
+	fmt.Println(m.ProblemCodes(op))
+	p, _ := m.Problem(contract.CodeRateLimited)
+	fmt.Println(p.Status, p.Action, p.RetryAfter)
+	// Output:
+	// GET /audit audit.list agent
+	// GET /audit/checkpoint audit.checkpoint agent
+	// GET /audit/entries/{seq} audit.entry agent
+	// GET /audit/consistency audit.consistency agent
+	// GET /audit/stream audit.stream agent
+	// POST /pay pay.create agent
+	// GET /intents/{id} intents.get agent
+	// GET /intents/{id}/events intents.events agent
+	// POST /operator/approve operator.approve operator
+	// POST /operator/refund operator.refund operator
+	// POST /operator/kill-switch operator.kill_switch operator
+	// POST /operator/circuit-breaker/reset operator.breaker_reset operator
+	// GET /operator/approvals operator.approvals operator
+	// POST /protocol/mandate/revoke mandate.revoke operator
+	// GET /usage usage.get agent
+	// POST /operator/agents operator.agents.create operator
+	// GET /operator/agents operator.agents.list operator
+	// DELETE /operator/agents/{id} operator.agents.revoke operator
+	// POST /webhooks/endpoints webhooks.create operator
+	// GET /webhooks/endpoints webhooks.list operator
+	// GET /webhooks/endpoints/{id} webhooks.get operator
+	// PATCH /webhooks/endpoints/{id} webhooks.update operator
+	// DELETE /webhooks/endpoints/{id} webhooks.delete operator
+	// GET /webhooks/endpoints/{id}/deliveries webhooks.deliveries operator
+	// POST /webhooks/endpoints/{id}/deliveries/{eventId}/retry webhooks.retry operator
+	// GET /openapi.json openapi.get none
+	// GET /asyncapi.json asyncapi.get none
+	// GET /healthz health.get none
+	// GET /problems/{code} problems.get none
+	// [audit.bad_cursor auth.invalid auth.missing internal rate_limited request.unknown_field request.validation unavailable]
+	// 429 retry-as-is 1
+}
