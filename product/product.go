@@ -15,10 +15,17 @@
 // liveness), which are declared here because they are about the whole.
 //
 // A new package adds its operations in two steps: it exports a Contract
-// function returning its Part, and [Definition] lists that part. Build
-// refuses an operation id, route, problem code or event kind declared
-// twice, naming both parts, and an operation naming a problem code no part
-// declares.
+// function returning its Part, and [Definition] lists that part (the
+// reference server then needs a handler for each new operation, and
+// refuses to start without one). Build
+// refuses an operation id, problem code, event kind or rule declared twice,
+// naming both parts, a route declared twice, and an operation naming a
+// problem code no part declares. The fixtures in testdata/assembled pin
+// what clients observe; rewrite them after an intended change with
+//
+//	go test ./product -run TestAssembledFixtures -rewrite
+//
+// and review the diff.
 //
 // # Import direction
 //
