@@ -128,6 +128,8 @@ type Service struct {
 
 	mu      sync.Mutex          // guards running
 	running map[string]struct{} // intents this process is settling right now
+
+	known sync.Map // mandate ids durably stored under keyMandate; see rememberMandate
 }
 
 // New returns a Service. Call [Service.Reconcile] once after New (the
@@ -345,6 +347,9 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			return s.appendRefusal(txn, c, route, in, "envelope", CodeUnauthorized, string(ReasonMandateRevoked), m.ID, requestID)
 		}
 
+		if err := s.rememberMandate(txn, m, now); err != nil {
+			return err
+		}
 		input := in.GateInput(m)
 		input.Credential = c.Credential
 		input.Policy = s.policy
