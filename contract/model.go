@@ -76,6 +76,12 @@ type Operation struct {
 	Description string
 	// Credential says who may call the operation. Required.
 	Credential Credential
+	// MovesValue marks an operation that can move money (a payment, an
+	// approval, a refund, a purchase): such an operation passes the gate,
+	// or is an operator's override of it. Projected into the deployment's
+	// ADP disclosure (tools[].movesValue, access gated); not into
+	// /openapi.json, whose shape it does not change.
+	MovesValue bool
 	// Params is a struct type whose fields carry `path`, `query` or
 	// `header` tags; nil when the operation takes no parameters. Every
 	// wildcard of Path must have a `path` field and vice versa.

@@ -38,7 +38,7 @@ func Contract() contract.Part {
 		Name: "pay",
 		Operations: []contract.Operation{
 			{
-				ID: "pay.create", Method: "POST", Path: "/pay",
+				ID: "pay.create", Method: "POST", Path: "/pay", MovesValue: true,
 				Summary: "Submit a payment instruction",
 				Description: "Runs a signed payment instruction through the deny-first gate. 200: settled, with the " +
 					"Receipt. 202: accepted and held for an operator's approval, with the approval challenge. 403 " +
@@ -77,7 +77,7 @@ func Contract() contract.Part {
 				Problems:    []string{CodeIntentNotFound, audit.CodeBadCursor, contract.CodeAuthMissing, contract.CodeAuthInvalid, contract.CodeUnavailable},
 			},
 			{
-				ID: "operator.approve", Method: "POST", Path: "/operator/approve",
+				ID: "operator.approve", Method: "POST", Path: "/operator/approve", MovesValue: true,
 				Summary: "Approve a held payment",
 				Description: "Records one operator's approval of a held payment, with the challenge from its 202 answer. " +
 					"When the mandate's number of distinct operators have approved, the payment settles and the Receipt is " +
@@ -94,7 +94,7 @@ func Contract() contract.Part {
 					CodeDeclined, contract.CodeRequestTooLarge, contract.CodeRequestUnsupportedMediaType, contract.CodeUnavailable},
 			},
 			{
-				ID: "operator.refund", Method: "POST", Path: "/operator/refund",
+				ID: "operator.refund", Method: "POST", Path: "/operator/refund", MovesValue: true,
 				Summary: "Refund a settled payment",
 				Description: "Returns all that remains of a settled payment, or amountMinor of it. Refunds never add up to more " +
 					"than the settled amount; an irreversible rail refuses.",
