@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
+	"time"
 )
 
 // ErrForbiddenAddress is the error of a delivery attempt whose destination
@@ -169,4 +171,28 @@ func (g *guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) 
 		}
 	}
 	return addrs, nil
+}
+
+// GuardedClient returns an HTTP client behind the dispatcher's SSRF guard,
+// for the server's other outbound calls to parties an operator configured
+// (counterparties' disclosures, merchants): it resolves host names itself,
+// refuses private, loopback (unless allowLoopback), link-local and reserved
+// destinations, dials the address it checked, uses no proxy, follows no
+// redirect, and gives up after timeout (default DefaultAttemptTimeout). A
+// nil resolver means net.DefaultResolver.
+func GuardedClient(allowLoopback bool, resolver Resolver, timeout time.Duration) *http.Client {
+	if resolver == nil {
+		resolver = net.DefaultResolver
+	}
+	if timeout <= 0 {
+		timeout = DefaultAttemptTimeout
+	}
+	c, err := newClient(&DispatcherOptions{AllowLoopback: allowLoopback, Resolver: resolver,
+		AttemptTimeout: timeout, HTTPClient: &http.Client{Timeout: timeout}})
+	if err != nil {
+		// newClient fails only for a caller-supplied transport, and this
+		// one supplies none.
+		panic(err)
+	}
+	return c
 }
