@@ -47,10 +47,22 @@ func (s *server) endpoints() map[string]endpoint {
 		"webhooks.delete":     rawEndpoint(s.whDelete),
 		"webhooks.deliveries": jsonEndpoint(s.whDeliveries),
 		"webhooks.retry":      jsonEndpoint(s.whRetry),
-		"openapi.get":         rawEndpoint(s.openAPI),
-		"asyncapi.get":        rawEndpoint(s.asyncAPI),
-		"health.get":          jsonEndpoint(s.health),
-		"problems.get":        rawEndpoint(s.problemPage),
+
+		"identity.disclose":              rawEndpoint(s.disclose),
+		"identity.well_known":            rawEndpoint(s.disclose),
+		"identity.respond":               jsonEndpoint(s.respond),
+		"identity.challenge":             rawEndpoint(s.challenge),
+		"identity.verify":                rawEndpoint(s.verifyRoute),
+		"identity.resolve":               jsonEndpoint(s.resolve),
+		"identity.counterparties.create": rawEndpoint(s.counterpartyCreate),
+		"identity.counterparties.list":   jsonEndpoint(s.counterpartyList),
+		"identity.revoke":                rawEndpoint(s.identityRevoke),
+		"identity.rotate":                jsonEndpoint(s.identityRotate),
+
+		"openapi.get":  rawEndpoint(s.openAPI),
+		"asyncapi.get": rawEndpoint(s.asyncAPI),
+		"health.get":   jsonEndpoint(s.health),
+		"problems.get": rawEndpoint(s.problemPage),
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/httpserver"
+	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
@@ -69,8 +71,9 @@ func matrixClock() time.Time { return time.Date(2026, 11, 23, 10, 0, 0, 0, time.
 // matrixKeys are the long-lived keys of a deployment: the record key and
 // the two trusted operator keys, one per algorithm the scheme allows.
 type matrixKeys struct {
-	record ed25519.PrivateKey
-	ops    []matrixOpKey
+	record   ed25519.PrivateKey
+	identity ed25519.PrivateKey
+	ops      []matrixOpKey
 }
 
 // matrixOpKey is one trusted operator key.
@@ -106,7 +109,11 @@ func newMatrixKeys(t testing.TB) *matrixKeys {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &matrixKeys{record: rec, ops: []matrixOpKey{
+	_, ident, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &matrixKeys{record: rec, identity: ident, ops: []matrixOpKey{
 		{
 			kid: "op-ed", alg: "eddsa", priv: ed,
 			signer: func(now func() time.Time, base string) (*operator.Signer, error) {
@@ -226,10 +233,23 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	model := product.Model()
+	ident, err := identity.Open(t.Context(), identity.Options{
+		Store: st, Log: lg, Keys: []ed25519.PrivateKey{k.identity}, Now: matrixClock, Logger: quiet,
+		NewKey: func(context.Context) (ed25519.PrivateKey, error) {
+			_, k, err := ed25519.GenerateKey(rand.Reader)
+			return k, err
+		},
+		Facts: identity.Sources{Policy: svc.Policy, Mandates: svc.Mandates, Operations: model.Operations(),
+			Operator: identity.OperatorFacts{ID: "matrix-operator", Keys: k.trusted()}}.Facts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL: matrixBase,
 		Logger:  quiet,
-		Model:   product.Model(),
+		Model:   model,
 		Now:     matrixClock,
 		Audit:   lg,
 		Authenticator: httpserver.AgentAuthenticator{Keys: keys, BaseURL: matrixBase,
@@ -243,6 +263,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		Payments:          svc,
 		Operations:        svc,
 		AgentKeys:         keys,
+		Identity:          ident,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +396,8 @@ type matrixFixture struct {
 	settled     string // intent ids
 	held        string
 	challenge   string
-	idem        int // idempotency keys minted so far
+	idem        int          // idempotency keys minted so far
+	seq         atomic.Int64 // counterparty ids minted so far
 }
 
 func newMatrixFixture(t *testing.T) *matrixFixture {
@@ -549,6 +571,33 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		reflect.TypeFor[pay.MandateRevokeRequest](): func(testing.TB) any {
 			// Not the fixture's mandate: the approve route still needs it.
 			return pay.MandateRevokeRequest{MandateID: "mdt-unused", Rationale: matrixRationale}
+		},
+		reflect.TypeFor[identity.ResolveRequest](): func(testing.TB) any {
+			return identity.ResolveRequest{Ref: fx.agentHex}
+		},
+		reflect.TypeFor[identity.VerifyBody](): func(testing.TB) any {
+			// A refusal is still a 200 Decision: the route answers it.
+			return map[string]any{"disclosure": map[string]any{}, "signature": map[string]any{}}
+		},
+		reflect.TypeFor[identity.Challenge](): func(testing.TB) any {
+			return identity.Challenge{Nonce: "matrix-nonce", IssuedAt: "2026-01-01T00:00:00.000Z"}
+		},
+		reflect.TypeFor[identity.ChallengeRequest](): func(testing.TB) any {
+			return identity.ChallengeRequest{VerifierID: "matrix"}
+		},
+		reflect.TypeFor[identity.CounterpartyRequest](): func(testing.TB) any {
+			// A new id each time: a positive control must be able to succeed.
+			n := fx.seq.Add(1)
+			_, k, _ := ed25519.GenerateKey(rand.Reader)
+			return identity.CounterpartyRequest{ID: fmt.Sprintf("matrix-peer-%d", n), BaseURL: "https://peer.example",
+				AgentID: identity.DIDKey(k.Public().(ed25519.PublicKey)), Rationale: matrixRationale}
+		},
+		reflect.TypeFor[identity.RevokeBody](): func(testing.TB) any {
+			return identity.RevokeBody{RevokeRequest: identity.RevokeRequest{ID: "dsc_matrix", Reason: "matrix"},
+				Rationale: matrixRationale}
+		},
+		reflect.TypeFor[identity.RotateRequest](): func(testing.TB) any {
+			return identity.RotateRequest{Rationale: matrixRationale}
 		},
 	}
 }

@@ -139,6 +139,9 @@ type Config struct {
 	// deliveries. Nil: those operations answer 500.
 	Webhooks          Webhooks
 	WebhookDeliveries WebhookDeliveries
+	// Identity is the deployment's ADP identity: disclosure, handshake,
+	// verification, resolution. Nil: those operations answer 500.
+	Identity Identity
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -165,6 +168,7 @@ type server struct {
 	usage      *auth.Usage
 	webhooks   Webhooks
 	deliveries WebhookDeliveries
+	identity   Identity
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -193,7 +197,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		sandbox: cfg.Sandbox, audit: cfg.Audit, auditHub: cfg.AuditHub, auth: cfg.Authenticator, operators: cfg.Operators,
 		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
 		limiter: cfg.Limiter, addrLimit: cfg.AddrLimiter, usage: cfg.Usage,
-		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries,
+		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries, identity: cfg.Identity,
 	}
 	if s.model == nil {
 		s.model = product.Model()

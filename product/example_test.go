@@ -22,6 +22,7 @@ func ExampleDefinition() {
 	// pay       9 operations 16 problem types 0 event kinds
 	// auth      4 operations  4 problem types 0 event kinds
 	// webhook   7 operations  8 problem types 9 event kinds
+	// identity 10 operations 10 problem types 0 event kinds
 	// product   4 operations  0 problem types 0 event kinds
 }
 
@@ -60,6 +61,16 @@ func ExampleModel() {
 	// DELETE /webhooks/endpoints/{id} webhooks.delete operator
 	// GET /webhooks/endpoints/{id}/deliveries webhooks.deliveries operator
 	// POST /webhooks/endpoints/{id}/deliveries/{eventId}/retry webhooks.retry operator
+	// POST /disclose identity.disclose agent
+	// GET /.well-known/agent-disclosure identity.well_known none
+	// POST /agent-disclosure/respond identity.respond none
+	// POST /identity/challenges identity.challenge agent
+	// POST /verify identity.verify agent
+	// POST /resolve identity.resolve agent
+	// POST /identity/counterparties identity.counterparties.create operator
+	// GET /identity/counterparties identity.counterparties.list operator
+	// POST /identity/revocations identity.revoke operator
+	// POST /identity/rotate identity.rotate operator
 	// GET /openapi.json openapi.get none
 	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none

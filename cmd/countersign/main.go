@@ -25,10 +25,12 @@ Usage:
 Commands:
   serve              run the reference server (sandbox mode by default)
   keygen             generate a key file (record, operator or agent key)
+  keys               print this deployment's public keys: its ADP identity and record verifier
   agents create      issue an agent credential in a data directory
   pay                sign a payment instruction with an agent key and send it
   operator           operator actions, signed with your operator key (approve, refund,
-                     kill-switch, reset-breaker, approvals, agents, revoke-mandate, mandate)
+                     kill-switch, reset-breaker, approvals, agents, revoke-mandate, mandate,
+                     identity rotate, counterparty add|list, revoke-identity)
   audit verify       verify the signed record, from a data directory or a server URL
   audit checkpoint   print the record's latest signed checkpoint
   audit bench        append synthetic entries to a data directory (load and crash testing)
@@ -63,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdServe(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		err = cmdKeygen(args[1:], stdout, stderr)
+	case "keys":
+		err = cmdKeys(args[1:], stdout, stderr)
 	case "operator":
 		err = cmdOperator(ctx, args[1:], stdout, stderr)
 	case "pay":

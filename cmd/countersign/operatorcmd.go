@@ -36,6 +36,11 @@ characters); it is written into the record with your key id.
   agents list     [--limit N] [--cursor C]
   agents revoke   --id ak_... --rationale R
   revoke-mandate  --mandate-id M --rationale R
+  identity rotate --rationale R                      rotate the deployment's ADP identity key
+  counterparty add  --id ID --counterparty-url URL --agent DID|HEX [--name N] [--kind K]
+                  [--rails A,B] [--capabilities A,B] --rationale R
+  counterparty list [--limit N] [--cursor C]
+  revoke-identity --id AGENT|DISCLOSURE [--reason TEXT] --rationale R
   mandate         issue a mandate offline (no server): see "operator mandate -h"
 
 --base-url is the server's configured public base URL, which the signature
@@ -50,12 +55,12 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	action, rest := args[0], args[1:]
-	if action == "agents" {
+	if action == "agents" || action == "identity" || action == "counterparty" {
 		if len(rest) == 0 {
 			fmt.Fprintf(stderr, "Usage: countersign %s\n", operatorSynopsis)
 			return errUsage
 		}
-		action, rest = "agents "+rest[0], rest[1:]
+		action, rest = action+" "+rest[0], rest[1:]
 	}
 	if action == "mandate" {
 		return cmdOperatorMandate(rest, stdout, stderr)
@@ -76,7 +81,12 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	name := fs.String("name", "", "agent key name")
 	agents := fs.String("agent", "", "comma-separated agent ids")
 	jkt := fs.String("jkt", "", "DPoP JWK thumbprint to bind the key to")
-	id := fs.String("id", "", "agent key id (ak_...)")
+	id := fs.String("id", "", "agent key id (ak_...), counterparty id, or the agent or disclosure id to revoke")
+	reason := fs.String("reason", "", "why the identity is revoked, for people reading the record")
+	kind := fs.String("kind", "", "counterparty kind: agent (default), merchant or service")
+	rails := fs.String("rails", "", "comma-separated rails the counterparty can be paid on")
+	caps := fs.String("capabilities", "", "comma-separated capabilities of the counterparty")
+	cpURL := fs.String("counterparty-url", "", "the counterparty's base URL (its disclosure is fetched only from there)")
 	if err := parseFlags(fs, rest, false); err != nil {
 		return err
 	}
@@ -117,6 +127,18 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case "agents revoke":
 		op, method = "operator.agents.revoke", "DELETE"
 		path = "/operator/agents/" + url.PathEscape(*id) + "?rationale=" + url.QueryEscape(*rationale)
+	case "identity rotate":
+		op, method, path = "identity.rotate", "POST", "/identity/rotate"
+		body = map[string]any{"rationale": *rationale}
+	case "counterparty add":
+		op, method, path = "identity.counterparties.create", "POST", "/identity/counterparties"
+		body = map[string]any{"id": *id, "name": *name, "kind": *kind, "baseUrl": *cpURL, "agentId": *agents,
+			"rails": splitList(*rails), "capabilities": splitList(*caps), "rationale": *rationale}
+	case "counterparty list":
+		op, method, path = "identity.counterparties.list", "GET", "/identity/counterparties?"+pageQuery(*limit, *cursor)
+	case "revoke-identity":
+		op, method, path = "identity.revoke", "POST", "/identity/revocations"
+		body = map[string]any{"id": *id, "reason": *reason, "rationale": *rationale}
 	case "revoke-mandate":
 		op, method, path = "mandate.revoke", "POST", "/protocol/mandate/revoke"
 		body = map[string]any{"mandateId": *mandateID, "rationale": *rationale}

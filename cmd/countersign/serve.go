@@ -63,6 +63,13 @@ type serveConfig struct {
 	addrBurst          int
 	webhookSealKey     string
 	webhookSchedule    string
+
+	identityKey         string
+	operatorID          string
+	deniabilityBoundary string
+	systemPrompt        string
+	verifyPolicy        string
+	disclosureTTL       time.Duration
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -88,6 +95,12 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.webhookSchedule, "webhook-schedule", "", "comma-separated retry `delays` of webhook deliveries (default 1m doubling to 12h, 15 attempts, under 3 days)")
 	fs.StringVar(&c.sandboxLatency, "sandbox-latency", "", "sandbox rails' latency as `MIN-MAX` (e.g. 1ms-5ms) or \"off\"; default each rail's realistic latency")
 	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
+	fs.StringVar(&c.identityKey, "identity-key", "", "the deployment's ADP identity key `file` (Ed25519 JWK); default <data>/keys/identity.jwk.json, generated on first start")
+	fs.StringVar(&c.operatorID, "operator-id", "", "the deploying party's stable id, disclosed as operator.operatorId (default sandbox-operator in sandbox mode; required with --production)")
+	fs.StringVar(&c.deniabilityBoundary, "deniability-boundary", "", "what the operator is and is not accountable for, disclosed as operator.deniabilityBoundary (default: the boundary this software enforces)")
+	fs.StringVar(&c.systemPrompt, "system-prompt", "", "`file` holding the system prompt of the agents this deployment serves; its SHA-256 is disclosed (default: none)")
+	fs.StringVar(&c.verifyPolicy, "verify-policy", "", "`file` holding the ADP verification policy (JSON, SPEC §8 names) every /verify runs under; callers may only tighten it (default: signature and freshness)")
+	fs.DurationVar(&c.disclosureTTL, "disclosure-ttl", 10*time.Minute, "freshness window of the served disclosure (validUntil - issuedAt)")
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -262,6 +275,10 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	}
 
 	model := product.Model()
+	ident, err := openIdentity(ctx, cfg, st, lg, svc, model, opKeys, baseURL, origin, logger)
+	if err != nil {
+		return nil, err
+	}
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL:           baseURL,
 		Sandbox:           !cfg.production,
@@ -279,6 +296,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		Payments:          svc,
 		Operations:        svc,
 		AgentKeys:         keys,
+		Identity:          ident,
 	})
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,8 +130,12 @@ func TestServeEmptyDirectory(t *testing.T) {
 	if err := json.Unmarshal(body, &page); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("audit: %d %s", resp.StatusCode, body)
 	}
-	if len(page.Data) != 2 || page.Data[0].Type != "system.started" || page.Data[1].Type != "agent.created" {
-		t.Fatalf("a fresh server's record should hold its start and the sandbox agent's key: %s", body)
+	var types []string
+	for _, e := range page.Data {
+		types = append(types, e.Type)
+	}
+	if want := []string{"system.started", "agent.created", "identity.created", "gate.policy"}; !slices.Equal(types, want) {
+		t.Fatalf("a fresh server's record should hold its start, the sandbox agent's key, its identity and its policy (%v): %s", want, body)
 	}
 
 	// The README's two payments: one settles, one is held for approval.
@@ -151,8 +156,8 @@ func TestServeEmptyDirectory(t *testing.T) {
 		}
 	}
 	_, body = get(t, base+"/audit?limit=100", bearer...)
-	if err := json.Unmarshal(body, &page); err != nil || len(page.Data) != 5 {
-		t.Fatalf("after two payments and a replay the record should hold 5 entries: %s", body)
+	if err := json.Unmarshal(body, &page); err != nil || len(page.Data) != 7 {
+		t.Fatalf("after two payments and a replay the record should hold 7 entries: %s", body)
 	}
 
 	resp, body = get(t, base+"/audit?limit=500", bearer...)
@@ -166,7 +171,7 @@ func TestServeEmptyDirectory(t *testing.T) {
 	if code := run(context.Background(), []string{"audit", "verify", "--url", base, "--key", pub, "--credential", cred, "--signatures"}, &out, &errOut); code != 0 {
 		t.Fatalf("audit verify --url: exit %d: %s %s", code, out.String(), errOut.String())
 	}
-	if !strings.HasPrefix(out.String(), "ok: 5 entries verified") {
+	if !strings.HasPrefix(out.String(), "ok: 7 entries verified") {
 		t.Fatalf("audit verify --url said %q", out.String())
 	}
 
@@ -177,7 +182,7 @@ func TestServeEmptyDirectory(t *testing.T) {
 	// A restart appends a second start entry to the same chain.
 	base, stop = startServe(t, dir)
 	_, body = get(t, base+"/audit/consistency?from=1", bearer...)
-	if !strings.Contains(string(body), `"to":6`) {
+	if !strings.Contains(string(body), `"to":8`) { // the policy did not change: no second gate.policy
 		t.Fatalf("consistency after restart: %s", body)
 	}
 	if code := stop(); code != 0 {
@@ -187,7 +192,7 @@ func TestServeEmptyDirectory(t *testing.T) {
 	if code := run(context.Background(), []string{"audit", "verify", "--data", dir, "--signatures"}, &out, &errOut); code != 0 {
 		t.Fatalf("audit verify --data: exit %d: %s %s", code, out.String(), errOut.String())
 	}
-	if !strings.HasPrefix(out.String(), "ok: 6 entries verified") {
+	if !strings.HasPrefix(out.String(), "ok: 8 entries verified") {
 		t.Fatalf("audit verify --data said %q", out.String())
 	}
 }

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/identity"
+	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/operator"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/webhook"
+)
+
+// The deployment's ADP identity keys live beside the record key:
+// keys/identity.jwk.json is the first (its did:key is the agent id for
+// good), keys/identity-<tag>.jwk.json each key a rotation moved to.
+// identity.json, public, says which key signs now and the rotation chain.
+const (
+	identityKeyFile = "keys/identity.jwk.json"
+	identityPubFile = "identity.json"
+)
+
+// loadIdentityKeys returns every identity private key of the data
+// directory, the original first, generating the original on first start.
+func loadIdentityKeys(dataDir, path string) ([]ed25519.PrivateKey, error) {
+	if path == "" {
+		path = filepath.Join(dataDir, identityKeyFile)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			_, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return nil, err
+			}
+			if err := keyfile.Write(path, priv, "identity-"+keyTag(priv.Public().(ed25519.PublicKey))); err != nil {
+				return nil, fmt.Errorf("identity key: %w", err)
+			}
+		}
+	}
+	first, _, err := keyfile.ReadEd25519(path)
+	if err != nil {
+		return nil, fmt.Errorf("identity key: %w", err)
+	}
+	keys := []ed25519.PrivateKey{first}
+	rotated, err := filepath.Glob(filepath.Join(filepath.Dir(path), "identity-*.jwk.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(rotated)
+	for _, p := range rotated {
+		k, _, err := keyfile.ReadEd25519(p)
+		if err != nil {
+			return nil, fmt.Errorf("identity key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// newIdentityKeyFunc makes and durably writes the next identity key for a
+// rotation, before the rotation is committed: a crash between the two
+// leaves an unused key file, never a chain pointing at a lost key.
+func newIdentityKeyFunc(dataDir, path string) func(ctx context.Context) (ed25519.PrivateKey, error) {
+	dir := filepath.Join(dataDir, "keys")
+	if path != "" {
+		dir = filepath.Dir(path)
+	}
+	return func(context.Context) (ed25519.PrivateKey, error) {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		tag := keyTag(pub)
+		if err := keyfile.Write(filepath.Join(dir, "identity-"+tag+".jwk.json"), priv, "identity-"+tag); err != nil {
+			return nil, err
+		}
+		return priv, nil
+	}
+}
+
+// identityPublic is the content of identity.json.
+type identityPublic struct {
+	AgentID       string                       `json:"agentId"`
+	PublicKey     string                       `json:"publicKey"`
+	RotationChain []identity.RotationStatement `json:"rotationChain"`
+}
+
+// writeIdentityFile publishes the identity's public half in the data
+// directory, for `countersign keys` and people.
+func writeIdentityFile(dataDir string, id *identity.Service) error {
+	chain := id.RotationChain()
+	if chain == nil {
+		chain = []identity.RotationStatement{}
+	}
+	b, err := json.MarshalIndent(identityPublic{AgentID: id.AgentID(), PublicKey: hex.EncodeToString(id.PublicKey()),
+		RotationChain: chain}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writePublicFile(filepath.Join(dataDir, identityPubFile), append(b, '\n'))
+}
+
+const keysSynopsis = `keys [--data DIR]
+
+Prints this deployment's public keys: its ADP identity (the agent id, a
+did:key that survives key rotation, and the key that signs disclosures now)
+and the record's verifier key. Reads only public files of the data
+directory, so it works while the server runs.`
+
+func cmdKeys(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("keys", keysSynopsis, stderr)
+	data := fs.String("data", "countersign-data", "data `directory` of the server")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(*data, identityPubFile))
+	if err != nil {
+		return fmt.Errorf("%w (has the server started once with --data %s?)", err, *data)
+	}
+	var pub identityPublic
+	if err := json.Unmarshal(b, &pub); err != nil {
+		return fmt.Errorf("%s: %w", identityPubFile, err)
+	}
+	key, err := identity.PublicKeyOf(pub.PublicKey)
+	if err != nil {
+		return fmt.Errorf("%s: %w", identityPubFile, err)
+	}
+	fmt.Fprintf(stdout, "identity (ADP)\n  agent id:        %s\n  signing key:     %s\n  signing did:key: %s\n  rotations:       %d\n",
+		pub.AgentID, pub.PublicKey, identity.DIDKey(key), len(pub.RotationChain))
+	if vkey, err := os.ReadFile(filepath.Join(*data, recordPubFile)); err == nil {
+		fmt.Fprintf(stdout, "record\n  verifier key:    %s\n", strings.TrimSpace(string(vkey)))
+	}
+	return nil
+}
+
+// openIdentity opens the deployment's ADP identity over the running
+// components: the disclosure's facts come from the gate (svc), the model
+// and the operator configuration, never from hand-written claims.
+func openIdentity(ctx context.Context, cfg serveConfig, st store.Store, lg *audit.Log, svc *pay.Service,
+	model *contract.Model, opKeys []operator.PublicKey, baseURL, origin string, logger *slog.Logger) (*servedIdentity, error) {
+	keys, err := loadIdentityKeys(cfg.data, cfg.identityKey)
+	if err != nil {
+		return nil, err
+	}
+	opID := cfg.operatorID
+	if opID == "" {
+		if cfg.production {
+			return nil, errors.New("--production needs --operator-id NAME (the deploying party's stable id, disclosed to counterparties)")
+		}
+		opID = "sandbox-operator"
+	}
+	src := identity.Sources{
+		Policy: svc.Policy, Mandates: svc.Mandates, Operations: model.Operations(),
+		Operator:     identity.OperatorFacts{ID: opID, Keys: opKeys, DeniabilityBoundary: cfg.deniabilityBoundary},
+		RecordOrigin: origin,
+	}
+	if cfg.systemPrompt != "" {
+		if src.SystemPrompt, err = os.ReadFile(cfg.systemPrompt); err != nil {
+			return nil, fmt.Errorf("--system-prompt: %w", err)
+		}
+		src.PromptVersion = filepath.Base(cfg.systemPrompt)
+	}
+	var policy identity.Policy
+	if cfg.verifyPolicy != "" {
+		b, err := os.ReadFile(cfg.verifyPolicy)
+		if err != nil {
+			return nil, fmt.Errorf("--verify-policy: %w", err)
+		}
+		if policy, err = identity.ParsePolicy(b); err != nil {
+			return nil, fmt.Errorf("--verify-policy %s: %w", cfg.verifyPolicy, err)
+		}
+	}
+	svcID, err := identity.Open(ctx, identity.Options{
+		Store: st, Log: lg, Keys: keys, NewKey: newIdentityKeyFunc(cfg.data, cfg.identityKey),
+		Facts: src.Facts, Policy: policy, TTL: cfg.disclosureTTL,
+		HTTPClient: webhook.GuardedClient(!cfg.production, nil, 10*time.Second), AllowHTTP: !cfg.production,
+		BaseURL: baseURL, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	id := &servedIdentity{Service: svcID, dataDir: cfg.data}
+	if err := writeIdentityFile(cfg.data, svcID); err != nil {
+		return nil, fmt.Errorf("write %s: %w", identityPubFile, err)
+	}
+	return id, nil
+}
+
+// servedIdentity is the identity service as the server runs it: a rotation
+// also republishes identity.json.
+type servedIdentity struct {
+	*identity.Service
+	dataDir string
+}
+
+// Rotate rotates the key, then publishes the new public half.
+func (s *servedIdentity) Rotate(ctx context.Context, call identity.OperatorCall) (identity.Rotation, error) {
+	r, err := s.Service.Rotate(ctx, call)
+	if err != nil {
+		return r, err
+	}
+	// The rotation is committed; a failure to write the public file is
+	// repaired at the next start, which writes it again.
+	_ = writeIdentityFile(s.dataDir, s.Service)
+	return r, nil
+}

@@ -1,0 +1,115 @@
+package httpserver
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/identity"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/product"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// testIdentity is a real identity service over its own memstore and
+// record, with a fixed gate policy and no mandates.
+func testIdentity(t testing.TB) *identity.Service {
+	t.Helper()
+	st := memstore.New(nil)
+	_, recKey, _ := ed25519.GenerateKey(nil)
+	lg, err := audit.Open(t.Context(), st, recKey, &audit.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, idKey, _ := ed25519.GenerateKey(nil)
+	policy := pay.Policy{Rails: []pay.RailPolicy{{Name: "sandbox-card", Reversibility: gate.Reversible, Finality: gate.FinalityInstant}},
+		DenyPayees: []string{}, DenyAgents: []string{}, BreakerAfter: 5, ApprovalWindowSeconds: 86400, IdempotencyRetentionSeconds: 604800}
+	id, err := identity.Open(t.Context(), identity.Options{
+		Store: st, Log: lg, Keys: []ed25519.PrivateKey{idKey}, Logger: slog.New(slog.DiscardHandler),
+		NewKey: func(context.Context) (ed25519.PrivateKey, error) {
+			_, k, err := ed25519.GenerateKey(nil)
+			return k, err
+		},
+		Facts: identity.Sources{
+			Policy:     func() pay.Policy { return policy },
+			Mandates:   func(context.Context) ([]pay.KnownMandate, error) { return nil, nil },
+			Operations: product.Model().Operations(),
+			Operator:   identity.OperatorFacts{ID: "test-operator"},
+		}.Facts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// identityRouteCases are the happy paths of the identity operations.
+func identityRouteCases() []routeCase {
+	pub, _, _ := ed25519.GenerateKey(nil)
+	peer := identity.DIDKey(pub)
+	isEnvelope := func(form string) func(t *testing.T, b []byte) {
+		return func(t *testing.T, b []byte) {
+			if d := identity.Verify(b, identity.Policy{}); d.Outcome != identity.OutcomeTransact || d.Envelope != form {
+				t.Errorf("served disclosure: outcome %s envelope %s, failed %v", d.Outcome, d.Envelope, d.Failed)
+			}
+		}
+	}
+	return []routeCase{
+		{op: "identity.disclose", method: "POST", target: "/disclose", status: 200, media: contract.MediaJSON, check: isEnvelope(identity.EnvelopeV1)},
+		{op: "identity.disclose", method: "POST", target: "/disclose", accept: identity.MediaJWS, status: 200, media: identity.MediaJWS, check: isEnvelope(identity.EnvelopeJWS)},
+		{op: "identity.well_known", target: "/.well-known/agent-disclosure", status: 200, media: contract.MediaJSON, check: isEnvelope(identity.EnvelopeV1)},
+		{op: "identity.well_known", target: "/.well-known/agent-disclosure?envelope=jws", status: 200, media: identity.MediaJWS, check: isEnvelope(identity.EnvelopeJWS)},
+		{op: "identity.respond", method: "POST", target: "/agent-disclosure/respond", body: `{"nonce":"n-1","issuedAt":"2026-01-01T00:00:00.000Z","verifierId":"v"}`, status: 200, media: contract.MediaJSON},
+		{op: "identity.challenge", method: "POST", target: "/identity/challenges", body: `{}`, status: 201, media: contract.MediaJSON},
+		{op: "identity.verify", method: "POST", target: "/verify", body: `{"disclosure":{},"signature":{}}`, status: 200, media: contract.MediaJSON,
+			check: func(t *testing.T, b []byte) {
+				var v identity.Verified
+				if err := json.Unmarshal(b, &v); err != nil || v.Outcome != identity.OutcomeRefuse || v.AuditSeq == 0 {
+					t.Errorf("a malformed disclosure must be a recorded refusal: %s", b)
+				}
+			}},
+		{op: "identity.resolve", method: "POST", target: "/resolve", body: `{"ref":"` + hex.EncodeToString(pub) + `"}`, status: 200, media: contract.MediaJSON,
+			check: func(t *testing.T, b []byte) {
+				if !strings.Contains(string(b), `"id":"`+peer+`"`) {
+					t.Errorf("a hex agent id resolves to its did:key: %s", b)
+				}
+			}},
+		{op: "identity.counterparties.create", method: "POST", target: "/identity/counterparties",
+			body:   `{"id":"peer-1","baseUrl":"https://peer.example","agentId":"` + peer + `","rationale":"routine check by ops"}`,
+			status: 201, media: contract.MediaJSON},
+		{op: "identity.counterparties.list", target: "/identity/counterparties", status: 200, media: contract.MediaJSON},
+		{op: "identity.revoke", method: "POST", target: "/identity/revocations", body: `{"id":"dsc_1","reason":"leaked","rationale":"routine check by ops"}`, status: 201, media: contract.MediaJSON},
+		{op: "identity.rotate", method: "POST", target: "/identity/rotate", body: `{"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
+	}
+}
+
+func TestIdentityProblems(t *testing.T) {
+	ts := newTestServer(t, Config{Authenticator: allowAll{}, Identity: testIdentity(t)})
+	for _, tc := range []struct {
+		body, code string
+		status     int
+	}{
+		{`{"ref":"mailto:someone"}`, identity.CodeBadRef, 400},
+		{`{"ref":"did:web:example.com"}`, identity.CodeBadRef, 400},
+		{`{"ref":"unknown-peer"}`, identity.CodeNotFound, 404},
+		{`{"ref":""}`, contract.CodeRequestValidation, 400},
+	} {
+		w := ts.do(t, "POST", "/resolve", strings.NewReader(tc.body), "Content-Type", "application/json")
+		var p struct{ Code string }
+		_ = json.Unmarshal(w.Body.Bytes(), &p)
+		if w.Code != tc.status || p.Code != tc.code {
+			t.Errorf("resolve %s: %d %s, want %d %s", tc.body, w.Code, p.Code, tc.status, tc.code)
+		}
+	}
+	w := ts.do(t, "POST", "/verify", strings.NewReader(`{"envelope":{},"policy":{"requireFresh":false}}`), "Content-Type", "application/json")
+	if !strings.Contains(w.Body.String(), identity.CodeBadPolicy) || w.Code != 400 {
+		t.Errorf("a policy that loosens the server's: %d %s", w.Code, w.Body)
+	}
+}
