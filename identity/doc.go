@@ -75,4 +75,25 @@
 // [SignRevocation], [VerifyRevocation] and [RevocationList] implement the
 // status list of SPEC §10.1; [TransparencyLog], [EntryHash] and
 // [VerifyInclusionProof] the hash-linked log of SPEC §10.2.
+//
+// # The deployment's own identity
+//
+// [Service] is a deployment's identity, built on the above. [Open] loads
+// (or on first start creates and records) the agent id — the did:key of the
+// first identity key, kept for good — and the rotation chain to the key
+// that signs now; [Service.Rotate] extends the chain under an operator's
+// call. [Service.Disclose] serves the deployment's signed disclosure, whose
+// fields are read from the running server through [Sources] (the gate
+// policy in force as the constitution, the contract model's operations as
+// the tools, the live mandates as the capital, the operator configuration)
+// and from the record (the history, tallied incrementally, and the audit
+// anchor, its head); signatures are cached so serving costs none.
+// [Service.Verify] checks a counterparty's disclosure under the
+// deployment's policy tightened by the caller's, the revocations an
+// operator recorded and, with [Service.Challenge] and a counterparty's
+// [Service.Respond], the live handshake; every decision is an
+// identity.verified record entry, written in the transaction that stores it
+// as the counterparty's trust. [Service.Resolve] turns a reference into a
+// [Counterparty] offline, and fetches a disclosure only from the base URL
+// of a counterparty an operator registered ([Service.Register]).
 package identity

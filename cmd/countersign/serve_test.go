@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -212,6 +213,29 @@ func TestServeProductionRefusesWithoutKey(t *testing.T) {
 	code = run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--production", "--record-key", key}, &out, &errOut)
 	if code == 0 || !strings.Contains(errOut.String(), "--operator-keys") {
 		t.Fatalf("production without a record key: exit %d, %s", code, errOut.String())
+	}
+
+	// Everything but the operator's id: a production disclosure names who
+	// deployed it, so the server refuses to guess.
+	opKey := filepath.Join(dir, "op.jwk.json")
+	var pubJWK bytes.Buffer
+	if code := run(context.Background(), []string{"keygen", "operator", "--kid", "op-prod", "--out", opKey}, &pubJWK, &errOut); code != 0 {
+		t.Fatal(errOut.String())
+	}
+	set := filepath.Join(dir, "operators.jwks.json")
+	lines := strings.Split(strings.TrimSpace(pubJWK.String()), "\n")
+	if err := os.WriteFile(set, []byte(`{"keys":[`+lines[len(lines)-1]+`]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seal := filepath.Join(dir, "seal.key")
+	if err := os.WriteFile(seal, []byte(base64.RawURLEncoding.EncodeToString(make([]byte, 32))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	code = run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--production", "--record-key", key,
+		"--operator-keys", set, "--webhook-seal-key", seal}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--operator-id") {
+		t.Fatalf("production without an operator id: exit %d, %s", code, errOut.String())
 	}
 }
 
