@@ -250,19 +250,31 @@ func SignInstruction(in *Instruction, agentKey ed25519.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	hdrs := jws.NewHeaders()
-	if err := hdrs.Set(jws.TypeKey, IntentType); err != nil {
+	sig, err := SignDetached(agentKey, IntentType, payload)
+	if err != nil {
 		return fmt.Errorf("pay: sign instruction: %w", err)
+	}
+	in.Envelope.Agent = c.Envelope.Agent
+	in.Envelope.Signature = sig
+	return nil
+}
+
+// SignDetached is the agent's signature scheme: a compact JWS with
+// detached payload, protected header {"alg":"EdDSA","typ":typ}. The
+// payment instruction uses it with [IntentType] over [SigningBytes]; a
+// purchase (commerce) with its own type over its own canonical bytes.
+func SignDetached(agentKey ed25519.PrivateKey, typ string, payload []byte) (string, error) {
+	hdrs := jws.NewHeaders()
+	if err := hdrs.Set(jws.TypeKey, typ); err != nil {
+		return "", err
 	}
 	sig, err := jws.Sign(nil,
 		jws.WithKey(jwa.EdDSA(), agentKey, jws.WithProtectedHeaders(hdrs)),
 		jws.WithDetachedPayload(payload))
 	if err != nil {
-		return fmt.Errorf("pay: sign instruction: %w", err)
+		return "", err
 	}
-	in.Envelope.Agent = c.Envelope.Agent
-	in.Envelope.Signature = string(sig)
-	return nil
+	return string(sig), nil
 }
 
 // VerifyInstruction checks the intent signature: envelope.signature must be
@@ -277,8 +289,24 @@ func VerifyInstruction(in *Instruction) error {
 	if !isAgentID(in.Envelope.Agent) {
 		return unauthorized(ReasonAgentMalformed, nil)
 	}
-	pub, _ := hex.DecodeString(in.Envelope.Agent) // isAgentID: 32 bytes of hex
-	tok := in.Envelope.Signature
+	signed, err := SigningBytes(in)
+	if err != nil {
+		return unauthorized(ReasonSignatureInvalid, err)
+	}
+	return verifyDetached(in.Envelope, IntentType, signed)
+}
+
+// verifyDetached checks env.Signature: a compact JWS with detached payload
+// (an embedded payload is refused, even one equal to signed), protected
+// header alg exactly EdDSA, typ exactly typ, no header parameters but alg,
+// typ and kid, and a valid Ed25519 signature by the key in env.Agent over
+// signed. Any failure is a [*UnauthorizedError].
+func verifyDetached(env Envelope, typ string, signed []byte) error {
+	if !isAgentID(env.Agent) {
+		return unauthorized(ReasonAgentMalformed, nil)
+	}
+	pub, _ := hex.DecodeString(env.Agent) // isAgentID: 32 bytes of hex
+	tok := env.Signature
 	if len(tok) > MaxSignatureLen {
 		return unauthorized(ReasonSignatureMalformed, fmt.Errorf("longer than %d bytes", MaxSignatureLen))
 	}
@@ -296,12 +324,8 @@ func VerifyInstruction(in *Instruction) error {
 	if hdr.alg != jwa.EdDSA().String() {
 		return unauthorized(ReasonSignatureBadAlg, fmt.Errorf("alg %q", hdr.alg))
 	}
-	if hdr.typ != IntentType {
+	if hdr.typ != typ {
 		return unauthorized(ReasonSignatureWrongType, fmt.Errorf("typ %q", hdr.typ))
-	}
-	signed, err := SigningBytes(in)
-	if err != nil {
-		return unauthorized(ReasonSignatureInvalid, err)
 	}
 	if _, err := jws.Verify([]byte(tok), jws.WithCompact(),
 		jws.WithKey(jwa.EdDSA(), ed25519.PublicKey(pub)),
@@ -325,18 +349,29 @@ func VerifyInstruction(in *Instruction) error {
 // the same 403 intent.unauthorized, so doing those two after this call
 // changes at most which reason a request that fails several checks gets.
 func VerifyEnvelope(in *Instruction, mandates *MandateVerifier) (*Mandate, error) {
+	return verifyEnvelope(in.Envelope, mandates, func() error { return VerifyInstruction(in) })
+}
+
+// VerifySignedEnvelope is [VerifyEnvelope] for a request the agent signed
+// as something other than a payment instruction (a purchase, whose amount
+// the merchant sets): env's signature must be of type typ over signed.
+func VerifySignedEnvelope(env Envelope, typ string, signed []byte, mandates *MandateVerifier) (*Mandate, error) {
+	return verifyEnvelope(env, mandates, func() error { return verifyDetached(env, typ, signed) })
+}
+
+func verifyEnvelope(env Envelope, mandates *MandateVerifier, verifySig func() error) (*Mandate, error) {
 	if mandates == nil {
 		// A wiring bug, not the client's fault: not an UnauthorizedError.
 		return nil, errors.New("pay: verify envelope: no mandate verifier")
 	}
-	m, err := mandates.Verify(in.Envelope.Mandate)
+	m, err := mandates.Verify(env.Mandate)
 	if err != nil {
 		return nil, err
 	}
-	if m.Claims.Agent != in.Envelope.Agent {
+	if m.Claims.Agent != env.Agent {
 		return nil, unauthorized(ReasonSubMismatch, nil)
 	}
-	if err := VerifyInstruction(in); err != nil {
+	if err := verifySig(); err != nil {
 		return nil, err
 	}
 	return m, nil

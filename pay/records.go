@@ -165,11 +165,13 @@ type Intent struct {
 	Terms          Terms         `json:"terms"`
 	MandateID      string        `json:"mandateId"`
 	Decision       gate.Decision `json:"decision"`
-	Receipt        *Receipt      `json:"receipt,omitempty"`
-	Approval       *Approval     `json:"approval,omitempty"`
-	Failure        *Failure      `json:"failure,omitempty"`
-	RefundedMinor  int64         `json:"refundedMinor"`
-	Refunds        []Refund      `json:"refunds"`
+	// Metadata travels with the settlement to the rail (see Signed).
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Receipt       *Receipt          `json:"receipt,omitempty"`
+	Approval      *Approval         `json:"approval,omitempty"`
+	Failure       *Failure          `json:"failure,omitempty"`
+	RefundedMinor int64             `json:"refundedMinor"`
+	Refunds       []Refund          `json:"refunds"`
 	// PendingRefund is a refund sent to the rail whose answer is not
 	// recorded yet; no other refund starts until it is.
 	PendingRefund *Refund `json:"pendingRefund,omitempty"`

@@ -211,26 +211,62 @@ func (s *Service) PayInstruction(ctx context.Context, c Caller, in *Instruction,
 
 // Authorize runs an instruction through the gate, the record and
 // settlement under the idempotency namespace of route. It is the one money
-// path: /pay uses it directly and /buy with the cart's priced total.
+// path: /pay uses it directly and /buy, through [Service.AuthorizeSigned],
+// with the cart's priced total.
 func (s *Service) Authorize(ctx context.Context, route Route, c Caller, in *Instruction, headerKey, requestID string) (*Result, error) {
+	return s.AuthorizeSigned(ctx, route, c, in, Signed{}, headerKey, requestID)
+}
+
+// Signed describes a request the agent signed in another form than a
+// payment instruction: a purchase, which names what to buy but not the
+// amount, since the merchant prices it. The zero value means the agent
+// signed the instruction itself.
+type Signed struct {
+	// Type and Bytes are the signature's typ header and what it covers;
+	// the instruction's envelope carries the signature.
+	Type  string
+	Bytes []byte
+	// Digest is the idempotency digest of the request as the agent sent
+	// it, so that a replay is recognised by what the agent sent, not by
+	// the amount a merchant priced since.
+	Digest string
+	// Metadata is kept with the intent and passed to the rail with the
+	// settlement (e.g. the merchant and the checkout session to complete).
+	// It must not hold secrets.
+	Metadata map[string]string
+}
+
+// AuthorizeSigned is [Service.Authorize] for an instruction built by the
+// server from a request the agent signed as sg describes: the same
+// structure check, the same mandate and envelope checks (against sg's
+// signature), the same gate, record, idempotency and two-phase settlement.
+func (s *Service) AuthorizeSigned(ctx context.Context, route Route, c Caller, in *Instruction, sg Signed, headerKey, requestID string) (*Result, error) {
 	if err := in.Check(); err != nil {
 		return nil, s.refuse(ctx, c, route, in, "structure", err, requestID)
 	}
 	if headerKey != "" && headerKey != in.IdempotencyKey {
 		return nil, ErrKeyMismatch
 	}
-	m, err := VerifyEnvelope(in, s.mandates)
+	var m *Mandate
+	var err error
+	if sg.Type == "" {
+		m, err = VerifyEnvelope(in, s.mandates)
+	} else {
+		m, err = VerifySignedEnvelope(in.Envelope, sg.Type, sg.Bytes, s.mandates)
+	}
 	if err == nil && !c.mayActFor(in.Envelope.Agent) {
 		err = &UnauthorizedError{Reason: ReasonAgentNotPermitted}
 	}
 	if err != nil {
 		return nil, s.refuse(ctx, c, route, in, "envelope", err, requestID)
 	}
-	digest, err := requestDigest(in)
-	if err != nil {
-		return nil, fmt.Errorf("pay: digest: %w", err)
+	digest := sg.Digest
+	if digest == "" {
+		if digest, err = requestDigest(in); err != nil {
+			return nil, fmt.Errorf("pay: digest: %w", err)
+		}
 	}
-	return s.decide(ctx, route, c, in, m, digest, requestID)
+	return s.decide(ctx, route, c, in, m, digest, sg.Metadata, requestID)
 }
 
 // refusal is the data of a gate.decision entry for a request refused
@@ -298,7 +334,7 @@ type decisionData struct {
 }
 
 // decide is transaction 1.
-func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruction, m *Mandate, digest, requestID string) (*Result, error) {
+func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruction, m *Mandate, digest string, meta map[string]string, requestID string) (*Result, error) {
 	var (
 		res      *Result
 		resume   string
@@ -372,6 +408,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			ID: id, Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount,
 			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, Decision: d, MandateExpiresAt: m.Claims.ExpiresAt.UTC(),
+			Metadata: meta,
 			Refunds: []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
 		}
 		data, err := json.Marshal(decisionData{

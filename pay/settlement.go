@@ -36,9 +36,13 @@ func (s *Service) settle(ctx context.Context, in *Intent, requestID string) (*Re
 }
 
 func settleRequest(in *Intent) settle.SettleRequest {
+	meta := make(map[string]string, len(in.Metadata)+1)
+	for k, v := range in.Metadata {
+		meta[k] = v
+	}
+	meta["idempotencyKey"] = in.IdempotencyKey
 	return settle.SettleRequest{
-		Key: in.ID, Payee: in.Payee, Amount: in.Amount.Minor, Currency: in.Amount.Currency,
-		Metadata: map[string]string{"idempotencyKey": in.IdempotencyKey},
+		Key: in.ID, Payee: in.Payee, Amount: in.Amount.Minor, Currency: in.Amount.Currency, Metadata: meta,
 	}
 }
 
