@@ -48,6 +48,9 @@ func (s *server) endpoints() map[string]endpoint {
 		"webhooks.deliveries": jsonEndpoint(s.whDeliveries),
 		"webhooks.retry":      jsonEndpoint(s.whRetry),
 
+		"commerce.quote": jsonEndpoint(s.quote),
+		"commerce.buy":   rawEndpoint(s.buy),
+
 		"identity.disclose":              rawEndpoint(s.disclose),
 		"identity.well_known":            rawEndpoint(s.disclose),
 		"identity.respond":               jsonEndpoint(s.respond),

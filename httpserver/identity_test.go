@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/commerce"
+	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/identity"
@@ -111,5 +114,47 @@ func TestIdentityProblems(t *testing.T) {
 	w := ts.do(t, "POST", "/verify", strings.NewReader(`{"envelope":{},"policy":{"requireFresh":false}}`), "Content-Type", "application/json")
 	if !strings.Contains(w.Body.String(), identity.CodeBadPolicy) || w.Code != 400 {
 		t.Errorf("a policy that loosens the server's: %d %s", w.Code, w.Body)
+	}
+}
+
+// fakeCommerce answers the commerce routes with fixed, well-formed values.
+type fakeCommerce struct{}
+
+func (fakeCommerce) Quote(_ context.Context, _ pay.Caller, q commerce.QuoteRequest, _ string) (commerce.Quoted, error) {
+	c := cart.Cart{ID: "cs_1", Rail: q.Rail, Version: "2026-04-17", Merchant: q.Merchant, Status: cart.StatusReady,
+		RawStatus: "ready_for_payment", Currency: q.Currency,
+		Lines:       []cart.Line{{ID: "li_1", ItemID: q.Lines[0].ID, Quantity: q.Lines[0].Quantity, Unit: 100, Subtotal: 100, Total: 100}},
+		Totals:      cart.Totals{Subtotal: 100, Total: 100},
+		Fulfillment: []cart.Fulfillment{}, Messages: []cart.Message{}}
+	return commerce.Quoted{Cart: c, AuditSeq: 7}, nil
+}
+
+func (fakeCommerce) Buy(_ context.Context, _ pay.Caller, p commerce.PurchaseRequest, _, requestID string) (*commerce.BuyResult, error) {
+	if p.IdempotencyKey == "held" {
+		res, err := fakePayments{}.Pay(context.Background(), pay.Caller{}, []byte(`{"IdempotencyKey":"held"}`), "", requestID)
+		return &commerce.BuyResult{Result: res}, err
+	}
+	res, err := fakePayments{}.Pay(context.Background(), pay.Caller{}, []byte(`{"IdempotencyKey":"k"}`), "", requestID)
+	if err != nil {
+		return nil, err
+	}
+	return &commerce.BuyResult{Result: res, Order: &commerce.Order{ID: "ord_1", CartID: "cs_1", IntentID: res.IntentID,
+		Rail: p.Rail, Merchant: p.Merchant, Status: "confirmed", PlacedAt: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC),
+		Lines: []cart.Line{}, Total: pay.Amount{Minor: 100, Currency: "USD"}, Receipt: *res.Receipt}}, nil
+}
+
+// commerceRouteCases are the happy paths of /quote and /buy.
+func commerceRouteCases() []routeCase {
+	purchase := func(key string) string {
+		return `{"rail":"acp","merchant":"shop","currency":"USD","lines":[{"id":"sku-mug","quantity":1}],` +
+			`"idempotencyKey":"` + key + `","purpose":"office mugs",` +
+			`"terms":{"rail":"acp","reversibility":"irreversible","finality":"instant","credential":"api-key","capitalSource":"payer","presence":"delegated"},` +
+			`"envelope":{"agent":"` + strings.Repeat("ab", 32) + `","mandate":"eyJhbGciOiJFZERTQSJ9.e30.c2ln","signature":"eyJhbGciOiJFZERTQSJ9..c2ln"}}`
+	}
+	return []routeCase{
+		{op: "commerce.quote", method: "POST", target: "/quote", body: `{"rail":"acp","merchant":"shop","currency":"USD","lines":[{"id":"sku-mug","quantity":2}]}`,
+			status: 200, media: contract.MediaJSON},
+		{op: "commerce.buy", method: "POST", target: "/buy", body: purchase("k"), status: 200, media: contract.MediaJSON},
+		{op: "commerce.buy", method: "POST", target: "/buy", body: purchase("held"), status: 202, media: contract.MediaJSON},
 	}
 }

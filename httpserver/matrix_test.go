@@ -42,6 +42,8 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/commerce"
+	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/httpserver"
@@ -234,6 +236,13 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		t.Fatal(err)
 	}
 	model := product.Model()
+	// No merchant is registered: the matrix checks credentials, and a
+	// purchase past them answers 404 commerce.merchant_not_found.
+	shop, err := commerce.New(commerce.Options{Store: st, Log: lg, Now: matrixClock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shop.SetPay(svc)
 	ident, err := identity.Open(t.Context(), identity.Options{
 		Store: st, Log: lg, Keys: []ed25519.PrivateKey{k.identity}, Now: matrixClock, Logger: quiet,
 		NewKey: func(context.Context) (ed25519.PrivateKey, error) {
@@ -264,6 +273,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		Operations:        svc,
 		AgentKeys:         keys,
 		Identity:          ident,
+		Commerce:          shop,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -571,6 +581,20 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		reflect.TypeFor[pay.MandateRevokeRequest](): func(testing.TB) any {
 			// Not the fixture's mandate: the approve route still needs it.
 			return pay.MandateRevokeRequest{MandateID: "mdt-unused", Rationale: matrixRationale}
+		},
+		reflect.TypeFor[commerce.QuoteRequest](): func(testing.TB) any {
+			return commerce.QuoteRequest{Rail: "acp", Merchant: "shop", Currency: "USD", Lines: []cart.LineRequest{{ID: "sku-mug", Quantity: 1}}}
+		},
+		reflect.TypeFor[commerce.PurchaseRequest](): func(t testing.TB) any {
+			in := fx.instruction(t, 100)
+			p := commerce.PurchaseRequest{QuoteRequest: commerce.QuoteRequest{Rail: "acp", Merchant: "shop", Currency: "USD",
+				Lines: []cart.LineRequest{{ID: "sku-mug", Quantity: 1}}}, IdempotencyKey: in.IdempotencyKey, Purpose: in.Purpose,
+				Terms: in.Terms, Envelope: pay.Envelope{Mandate: fx.mandate}}
+			p.Terms.Rail = "acp"
+			if err := commerce.SignPurchase(&p, fx.agentKey); err != nil {
+				t.Fatal(err)
+			}
+			return p
 		},
 		reflect.TypeFor[identity.ResolveRequest](): func(testing.TB) any {
 			return identity.ResolveRequest{Ref: fx.agentHex}

@@ -142,6 +142,9 @@ type Config struct {
 	// Identity is the deployment's ADP identity: disclosure, handshake,
 	// verification, resolution. Nil: those operations answer 500.
 	Identity Identity
+	// Commerce quotes and buys from merchants. Nil: those operations
+	// answer 500.
+	Commerce Commerce
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -169,6 +172,7 @@ type server struct {
 	webhooks   Webhooks
 	deliveries WebhookDeliveries
 	identity   Identity
+	commerce   Commerce
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -197,7 +201,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		sandbox: cfg.Sandbox, audit: cfg.Audit, auditHub: cfg.AuditHub, auth: cfg.Authenticator, operators: cfg.Operators,
 		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
 		limiter: cfg.Limiter, addrLimit: cfg.AddrLimiter, usage: cfg.Usage,
-		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries, identity: cfg.Identity,
+		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries, identity: cfg.Identity, commerce: cfg.Commerce,
 	}
 	if s.model == nil {
 		s.model = product.Model()

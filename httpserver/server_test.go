@@ -134,8 +134,8 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 
 func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t)})
-	cases := append(realRouteCases(), identityRouteCases()...)
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}})
+	cases := append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...)
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
 			var p audit.Page
@@ -207,8 +207,8 @@ func TestRoutesRealLog(t *testing.T) {
 		}
 	}
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t)})
-	runRouteCases(t, ts, m, append(realRouteCases(), identityRouteCases()...))
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}})
+	runRouteCases(t, ts, m, append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...))
 
 	// The served entry and proof verify with the record's key alone.
 	w := ts.do(t, "GET", "/audit/entries/4?treeSize=5", nil)

@@ -8,7 +8,7 @@
 // no domain package. Each domain package declares its own operations,
 // problem types and event kinds, beside the behaviour they describe, as a
 // function returning a [contract.Part]: audit.Contract, pay.Contract,
-// auth.Contract, webhook.Contract, identity.Contract. [Definition] lists those parts, after
+// auth.Contract, webhook.Contract, identity.Contract, commerce.Contract. [Definition] lists those parts, after
 // [contract.Core] (the problem types the HTTP layer answers with whatever
 // the operation) and before the operations that describe the product
 // itself (its OpenAPI and AsyncAPI documents, its problem pages, its
@@ -39,6 +39,7 @@ package product
 import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/pay"
@@ -69,6 +70,7 @@ func Definition() contract.Definition {
 			auth.Contract(),
 			webhook.Contract(),
 			identity.Contract(),
+			commerce.Contract(),
 			served(),
 		},
 	}

@@ -1,0 +1,64 @@
+package commerce
+
+import (
+	"reflect"
+
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/pay"
+)
+
+// Contract declares the commerce operations and their problem types.
+func Contract() contract.Part {
+	return contract.Part{
+		Name: "commerce",
+		Operations: []contract.Operation{
+			{
+				ID: "commerce.quote", Method: "POST", Path: "/quote",
+				Summary: "Get a priced cart from a merchant",
+				Description: "Opens a checkout session at a registered merchant over its protocol (acp: ACP " +
+					"2026-04-17; ucp: UCP 2026-01-11 or 2026-04-08, negotiated) and returns the priced Cart. It " +
+					"commits nothing and moves no money; it is recorded as a commerce.quote entry with the cart's digest.",
+				Credential: contract.CredentialAgent,
+				Body:       reflect.TypeFor[QuoteRequest](),
+				Responses:  []contract.Response{contract.JSON(200, "The priced cart.", reflect.TypeFor[Quoted]())},
+				Problems: []string{CodeMerchantNotFound, CodeRailMismatch, CodeMerchantUnavailable, CodeMerchantRejected,
+					CodeMerchantInvalid, contract.CodeUnavailable},
+			},
+			{
+				ID: "commerce.buy", Method: "POST", Path: "/buy", MovesValue: true,
+				Summary: "Buy a cart",
+				Description: "Re-reads the checkout session (cartId) or opens one for the lines, and only when the " +
+					"merchant says it is ready to pay authorises the cart's total through the same gate, record and " +
+					"two-phase settlement as /pay (payee merchant:<id>; idempotency in the buy namespace). 200: the " +
+					"Order with its Receipt. 202: held for an operator; on approval the cart is re-read and completed " +
+					"only if still ready at the same total. A cart that is not ready is intent.malformed with " +
+					"cartStatus, continueUrl and the merchant's messages (action continue-at-link); no money moves.",
+				Credential: contract.CredentialAgent,
+				Params:     reflect.TypeFor[pay.PayParams](),
+				Body:       reflect.TypeFor[PurchaseRequest](),
+				Responses: []contract.Response{
+					contract.JSON(200, "Bought: the Order, carrying the settlement Receipt.", reflect.TypeFor[Order]()),
+					contract.JSON(202, "Accepted, not settled: held for an operator's approval.", reflect.TypeFor[pay.Held]()),
+				},
+				Problems: []string{pay.CodeMalformed, pay.CodeUnauthorized, pay.CodeDenied, pay.CodeDeclined,
+					pay.CodeFrozen, pay.CodeRailUnavailable, pay.CodeIdempotencyConflict, pay.CodeInFlight,
+					pay.CodeKeyMismatch, CodeMerchantNotFound, CodeRailMismatch, CodeMerchantUnavailable,
+					CodeMerchantRejected, CodeMerchantInvalid, CodeCartNotFound, contract.CodeUnavailable},
+			},
+		},
+		Problems: []contract.ProblemType{
+			{Code: CodeMerchantNotFound, Status: 404, Title: "Unknown merchant", Action: contract.ActionFixRequest,
+				Description: "No merchant with this id is registered. The server calls only registered merchants."},
+			{Code: CodeRailMismatch, Status: 400, Title: "Rail does not match the merchant", Action: contract.ActionFixRequest,
+				Description: "rail (and terms.rail) must be the protocol the merchant is registered with: acp or ucp."},
+			{Code: CodeMerchantUnavailable, Status: 503, Title: "Merchant unavailable", Action: contract.ActionRetryAsIs, RetryAfter: 5,
+				Description: "The merchant could not be reached or did not answer; nothing was bought by this request."},
+			{Code: CodeMerchantRejected, Status: 422, Title: "Merchant refused the request", Action: contract.ActionFixRequest,
+				Description: "The merchant refused the checkout request (unknown item, bad quantity, unsupported currency ...); its message is in the detail."},
+			{Code: CodeMerchantInvalid, Status: 502, Title: "Merchant answered outside its protocol", Action: contract.ActionStop,
+				Description: "The merchant's answer does not satisfy its protocol's schema; nothing of it was used."},
+			{Code: CodeCartNotFound, Status: 404, Title: "Unknown cart", Action: contract.ActionFixRequest,
+				Description: "The merchant has no checkout session with this id; quote again."},
+		},
+	}
+}
