@@ -1,0 +1,84 @@
+// Package ucp is a client of the Universal Commerce Protocol (UCP),
+// versions 2026-01-11 and 2026-04-08, over its REST binding: it
+// implements [cart.Merchant] for one merchant.
+//
+// # Discovery and version negotiation
+//
+// [New] fetches the merchant's profile (/.well-known/ucp) with [Discover]
+// and validates it against the profile schema of the version it declares.
+// A merchant offers the profile's own version and, from 2026-04-08 on, the
+// older versions listed in ucp.supported_versions, each described by a
+// profile of its own. [Negotiate] picks the newest version offered that
+// Options.Versions allows (both by default); when that is not the
+// profile's own version the client fetches and validates the
+// version-specific profile. No common version fails with
+// [ErrNoCommonVersion]. The REST endpoint is
+// services["dev.ucp.shopping"].rest.endpoint (2026-01-11) or the entry
+// with transport "rest" (2026-04-08); the merchant must declare the
+// dev.ucp.shopping.checkout capability.
+//
+// # Requests
+//
+// Every request carries UCP-Agent: profile="<Options.AgentProfile>" and a
+// fresh Request-Id (a UUID); both bindings make them mandatory. Create,
+// Update, Complete and Cancel carry an Idempotency-Key, which the bindings
+// type as a UUID: we send a UUIDv8 derived from our key (the cart's
+// IdempotencyKey, the payment's IdempotencyKey, the session id for
+// cancel), so a retry sends the same key. Request signatures are optional
+// in 2026-04-08 (RFC 9421); 2026-01-11 marks a Request-Signature header
+// required without defining it, so we send one only when Options.Sign is
+// set. Update is PUT, a full replacement, in both versions.
+//
+// # Responses
+//
+// Every 2xx body is validated against the negotiated version's response
+// schema before any of it is used (2026-04-08: checkout.json resolved for
+// responses, oneOf an error_response). Validation is strict Go code that
+// builds the wire types from exactly the keys it checked; it is never
+// looser than the schemas (tests check it against an independent
+// validator) and sometimes stricter: formats (uri, date-time) are
+// asserted, integers must fit in an int64, a 2026-04-08 profile must be a
+// business profile. A body that fails is refused whole with
+// [cart.ErrInvalidResponse].
+//
+// Status mapping onto [cart.Status]: incomplete → incomplete;
+// requires_escalation → auth when an error message has code requires_3ds,
+// else escalation (Cart.ContinueURL carries continue_url);
+// ready_for_complete → ready; complete_in_progress → in_progress;
+// completed → completed; canceled → expired when expires_at has passed
+// (by Options.Now), else canceled. Totals: subtotal, tax, fulfillment
+// (shipping), discount and items_discount (as positive amounts; 2026-04-08
+// sends them negative) and total.
+//
+// Errors, per operation: 404 → [cart.ErrNotFound]; other 4xx →
+// [cart.ErrRejected] with the merchant's message; a 2026-04-08 error
+// response → ErrNotFound (code not_found), [cart.ErrDeclined]
+// (payment_failed, payment_declined) or ErrRejected. A timeout, a
+// connection error or a 5xx is [cart.ErrUnavailable] except on complete,
+// where it is [cart.ErrUnknownOutcome]; so is an invalid 2xx answer to
+// complete (it matches ErrInvalidResponse too).
+//
+// # Payment instrument
+//
+// Complete first re-reads the session: it must be ready_for_complete at
+// exactly the payment's amount and currency (else [cart.ErrNotReady] or
+// [ErrAmountMismatch]), or already completing/completed (then the merchant
+// answers by idempotency key). The client then uses the session's payment
+// handler (2026-01-11 payment.handlers, 2026-04-08 ucp.payment_handlers;
+// the profile's as a fallback) that follows the UCP tokenization pattern:
+// its config.endpoint is a tokenization API /tokenize URL and its optional
+// config.identity.access_token goes into the binding. We tokenize a
+// source credential of type "spend_allowance" — a token credential in the
+// schema's sense, with handler-defined members amount and currency — bound
+// to the checkout id: it authorises exactly Payment.Amount in
+// Payment.Currency on that session. The returned token goes into the
+// instrument's credential ({"type":"token","token":…}) and completes the
+// session. 2026-01-11 knows only card instruments, which require brand and
+// last_digits: we send brand "spend_allowance" and the token's last four
+// characters.
+//
+// Complete outcomes: completed with an order → [cart.Order]; an error
+// message payment_declined/payment_failed → [cart.ErrDeclined]; any other
+// open status → [cart.ErrNotReady]; complete_in_progress →
+// [cart.ErrUnknownOutcome].
+package ucp
