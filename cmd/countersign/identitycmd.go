@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
@@ -23,7 +23,6 @@ import (
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
-	"github.com/countersign/countersign/webhook"
 )
 
 // The deployment's ADP identity keys live beside the record key:
@@ -150,7 +149,8 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 // components: the disclosure's facts come from the gate (svc), the model
 // and the operator configuration, never from hand-written claims.
 func openIdentity(ctx context.Context, cfg serveConfig, st store.Store, lg *audit.Log, svc *pay.Service,
-	model *contract.Model, opKeys []operator.PublicKey, baseURL, origin string, logger *slog.Logger) (*servedIdentity, error) {
+	model *contract.Model, opKeys []operator.PublicKey, baseURL, origin string, logger *slog.Logger,
+	client *http.Client, dirs ...identity.Directory) (*servedIdentity, error) {
 	keys, err := loadIdentityKeys(cfg.data, cfg.identityKey)
 	if err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func openIdentity(ctx context.Context, cfg serveConfig, st store.Store, lg *audi
 	svcID, err := identity.Open(ctx, identity.Options{
 		Store: st, Log: lg, Keys: keys, NewKey: newIdentityKeyFunc(cfg.data, cfg.identityKey),
 		Facts: src.Facts, Policy: policy, TTL: cfg.disclosureTTL,
-		HTTPClient: webhook.GuardedClient(!cfg.production, nil, 10*time.Second), AllowHTTP: !cfg.production,
+		HTTPClient: client, AllowHTTP: !cfg.production, Directories: dirs,
 		BaseURL: baseURL, Logger: logger,
 	})
 	if err != nil {

@@ -34,6 +34,8 @@ Commands:
   audit verify       verify the signed record, from a data directory or a server URL
   audit checkpoint   print the record's latest signed checkpoint
   audit bench        append synthetic entries to a data directory (load and crash testing)
+  buy                quote or buy from a merchant (ACP or UCP) with an agent key
+  fake-merchant      run a fake ACP or UCP merchant (tests and demos)
   loadtest           measure POST /pay (load generator and a minimal baseline server)
   version            print the version
 
@@ -71,6 +73,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdOperator(ctx, args[1:], stdout, stderr)
 	case "pay":
 		err = cmdPay(ctx, args[1:], stdout, stderr)
+	case "buy":
+		err = cmdBuy(ctx, args[1:], stdout, stderr)
+	case "fake-merchant":
+		err = cmdFakeMerchant(ctx, args[1:], stdout, stderr)
 	case "loadtest":
 		err = cmdLoadtest(ctx, args[1:], stdout, stderr)
 	case "agents":

@@ -82,7 +82,8 @@ func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) erro
 			IssuedAt: now, ExpiresAt: now.Add(sandboxMandateValid),
 			Payees: []string{"*"}, Currency: "USD",
 			PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000, Period: gate.Day,
-			Rails: []string{fake.SandboxCard, fake.SandboxBank, fake.SandboxChain},
+			// acp and ucp are the sandbox merchants' rails (POST /buy).
+			Rails: []string{fake.SandboxCard, fake.SandboxBank, fake.SandboxChain, "acp", "ucp"},
 			// "Confirm above 10,000": thresholds are inclusive, so 10,001.
 			ConfirmAboveMinor: 10_001, IrreversibleConfirmAboveMinor: 10_001,
 		}, op, sandboxOperatorKID)

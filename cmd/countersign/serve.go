@@ -21,6 +21,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
@@ -64,6 +65,7 @@ type serveConfig struct {
 	webhookSealKey     string
 	webhookSchedule    string
 
+	merchants           string
 	identityKey         string
 	operatorID          string
 	deniabilityBoundary string
@@ -95,6 +97,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.webhookSchedule, "webhook-schedule", "", "comma-separated retry `delays` of webhook deliveries (default 1m doubling to 12h, 15 attempts, under 3 days)")
 	fs.StringVar(&c.sandboxLatency, "sandbox-latency", "", "sandbox rails' latency as `MIN-MAX` (e.g. 1ms-5ms) or \"off\"; default each rail's realistic latency")
 	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
+	fs.StringVar(&c.merchants, "merchants", "", "JSON `file` listing the merchants agents may buy from: [{id, protocol (acp|ucp), baseUrl, apiKey, pspUrl, pspKey, profileUrl}]; sandbox mode also starts and registers sandbox-acp and sandbox-ucp")
 	fs.StringVar(&c.identityKey, "identity-key", "", "the deployment's ADP identity key `file` (Ed25519 JWK); default <data>/keys/identity.jwk.json, generated on first start")
 	fs.StringVar(&c.operatorID, "operator-id", "", "the deploying party's stable id, disclosed as operator.operatorId (default sandbox-operator in sandbox mode; required with --production)")
 	fs.StringVar(&c.deniabilityBoundary, "deniability-boundary", "", "what the operator is and is not accountable for, disclosed as operator.deniabilityBoundary (default: the boundary this software enforces)")
@@ -137,6 +140,7 @@ type server struct {
 	log      *audit.Log
 	hub      *audit.Hub
 	pay      *pay.Service
+	shops    *sandboxMerchants
 	ops      *operator.Verifier
 	usage    *auth.Usage
 	dpop     *auth.DPoPVerifier
@@ -230,6 +234,33 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 			}
 		}
 	}
+	// Merchants are rails too: settling a purchase completes its checkout.
+	outbound := webhook.GuardedClient(!cfg.production, nil, 10*time.Second)
+	merchants, err := openMerchants(ctx, cfg.merchants, outbound)
+	if err != nil {
+		return nil, err
+	}
+	var sandboxShops *sandboxMerchants
+	if !cfg.production {
+		if sandboxShops, err = startSandboxMerchants(ctx, outbound, logger); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				sandboxShops.close()
+			}
+		}()
+		merchants = append(merchants, sandboxShops.configs...)
+	}
+	shop, err := commerce.New(commerce.Options{Store: st, Log: lg, Logger: logger, Merchants: merchants})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range shop.Rails() {
+		if err := rails.Register(r); err != nil {
+			return nil, err
+		}
+	}
 	svc, err := pay.New(pay.Options{
 		Store: st, Log: lg, Rails: rails, Mandates: mandates, Logger: logger, BaseURL: baseURL,
 		DenyPayees: splitList(cfg.denyPayees), DenyAgents: splitList(cfg.denyAgents),
@@ -238,6 +269,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err != nil {
 		return nil, err
 	}
+	shop.SetPay(svc)
 	rep, err := svc.Reconcile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -275,7 +307,8 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	}
 
 	model := product.Model()
-	ident, err := openIdentity(ctx, cfg, st, lg, svc, model, opKeys, baseURL, origin, logger)
+	ident, err := openIdentity(ctx, cfg, st, lg, svc, model, opKeys, baseURL, origin, logger, outbound,
+		merchantDirectory{svc: shop})
 	if err != nil {
 		return nil, err
 	}
@@ -297,6 +330,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		Operations:        svc,
 		AgentKeys:         keys,
 		Identity:          ident,
+		Commerce:          shop,
 	})
 	if err != nil {
 		return nil, err
@@ -318,6 +352,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		log:    lg,
 		hub:    hub,
 		pay:    svc,
+		shops:  sandboxShops,
 		ops:    opVerifier,
 		usage:  usage,
 		dpop:   dpop,
@@ -468,6 +503,7 @@ func (s *server) close() {
 		s.logger.Error("flushing usage counts", slog.Any("error", err))
 	}
 	cancel()
+	s.shops.close()
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing store", slog.Any("error", err))
 	}

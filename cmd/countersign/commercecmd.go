@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/commerce"
+	"github.com/countersign/countersign/commerce/acp"
+	"github.com/countersign/countersign/commerce/cart"
+	"github.com/countersign/countersign/commerce/fakemerchant"
+	"github.com/countersign/countersign/commerce/ucp"
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/identity"
+	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/pay"
+)
+
+// merchantFile is one entry of --merchants: a merchant this deployment may
+// buy from. The server calls nothing else.
+type merchantFile struct {
+	ID       string `json:"id"`
+	Protocol string `json:"protocol"` // acp or ucp
+	// ACP: the merchant's base URL, its bearer API key, and the PSP that
+	// issues delegated payment tokens (default the merchant's base URL).
+	BaseURL string `json:"baseUrl,omitempty"`
+	APIKey  string `json:"apiKey,omitempty"`
+	PSPURL  string `json:"pspUrl,omitempty"`
+	PSPKey  string `json:"pspKey,omitempty"`
+	// UCP: the merchant's discovery profile (its /.well-known/ucp).
+	ProfileURL string `json:"profileUrl,omitempty"`
+}
+
+// openMerchants builds the clients of the merchants in path, each over the
+// SSRF-guarded client. UCP merchants are discovered now: a deployment that
+// cannot negotiate with a configured merchant refuses to start.
+func openMerchants(ctx context.Context, path string, client *http.Client) ([]commerce.MerchantConfig, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--merchants: %w", err)
+	}
+	var files []merchantFile
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&files); err != nil {
+		return nil, fmt.Errorf("--merchants %s: %w", path, err)
+	}
+	var out []commerce.MerchantConfig
+	for _, f := range files {
+		m, err := merchantClient(ctx, f, client)
+		if err != nil {
+			return nil, fmt.Errorf("--merchants %s: merchant %q: %w", path, f.ID, err)
+		}
+		out = append(out, commerce.MerchantConfig{ID: f.ID, Merchant: m})
+	}
+	return out, nil
+}
+
+func merchantClient(ctx context.Context, f merchantFile, client *http.Client) (cart.Merchant, error) {
+	switch f.Protocol {
+	case "acp":
+		return acp.New(acp.Options{BaseURL: f.BaseURL, APIKey: f.APIKey, PSPURL: f.PSPURL, PSPKey: f.PSPKey,
+			MerchantID: f.ID, HTTPClient: client})
+	case "ucp":
+		return ucp.New(ctx, ucp.Options{ProfileURL: f.ProfileURL, MerchantID: f.ID, HTTPClient: client})
+	}
+	return nil, fmt.Errorf("protocol %q is not acp or ucp", f.Protocol)
+}
+
+// sandboxMerchants are the fake merchants a sandbox server starts on
+// loopback, one per protocol, and registers as sandbox-acp and
+// sandbox-ucp. They are real HTTP merchants: the server reaches them
+// through the same guarded client as any other.
+type sandboxMerchants struct {
+	servers []*http.Server
+	configs []commerce.MerchantConfig
+	bases   map[string]string
+}
+
+func startSandboxMerchants(ctx context.Context, client *http.Client, logger *slog.Logger) (*sandboxMerchants, error) {
+	sm := &sandboxMerchants{bases: map[string]string{}}
+	for _, protocol := range []string{"acp", "ucp"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			sm.close()
+			return nil, fmt.Errorf("sandbox merchant: %w", err)
+		}
+		base := "http://" + ln.Addr().String()
+		fm := fakemerchant.New(&fakemerchant.Options{BaseURL: base})
+		h := fm.ACPHandler()
+		if protocol == "ucp" {
+			h = fm.UCPHandler()
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		go func() { _ = srv.Serve(ln) }()
+		sm.servers = append(sm.servers, srv)
+		id := "sandbox-" + protocol
+		f := merchantFile{ID: id, Protocol: protocol, BaseURL: base, ProfileURL: base + "/.well-known/ucp"}
+		m, err := merchantClient(ctx, f, client)
+		if err != nil {
+			sm.close()
+			return nil, fmt.Errorf("sandbox merchant %s: %w", id, err)
+		}
+		sm.configs = append(sm.configs, commerce.MerchantConfig{ID: id, Merchant: m})
+		sm.bases[id] = base
+	}
+	return sm, nil
+}
+
+func (sm *sandboxMerchants) close() {
+	if sm == nil {
+		return
+	}
+	for _, s := range sm.servers {
+		_ = s.Close()
+	}
+}
+
+// merchantDirectory lets the identity resolver find registered merchants:
+// POST /resolve {"ref": "sandbox-acp"} answers a Counterparty of kind
+// merchant.
+type merchantDirectory struct{ svc *commerce.Service }
+
+func (d merchantDirectory) Resolve(_ context.Context, ref string) (identity.Counterparty, bool, error) {
+	m, err := d.svc.Merchant(ref)
+	if errors.Is(err, commerce.ErrMerchantNotFound) {
+		return identity.Counterparty{}, false, nil
+	}
+	if err != nil {
+		return identity.Counterparty{}, false, err
+	}
+	return identity.Counterparty{ID: ref, Kind: "merchant", Rails: []string{m.Protocol()},
+		Capabilities: []string{"checkout:" + m.Protocol() + "@" + m.Version()}}, true, nil
+}
+
+const fakeMerchantSynopsis = `fake-merchant --protocol acp|ucp [--addr 127.0.0.1:8090]
+
+Runs a fake merchant for tests and demos: a real HTTP merchant speaking ACP
+(2026-04-17, with its PSP's delegate_payment) or UCP (2026-01-11 and
+2026-04-08, discovered at /.well-known/ucp), with a catalogue whose SKUs
+choose a scenario (sku-mug and sku-book are ready; sku-soldout,
+sku-age, sku-3ds, sku-declined, sku-slow, sku-5xx, sku-timeout,
+sku-expiring and sku-surge each fail or change as their names say).`
+
+func cmdFakeMerchant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("fake-merchant", fakeMerchantSynopsis, stderr)
+	protocol := fs.String("protocol", "acp", "acp or ucp")
+	addr := fs.String("addr", "127.0.0.1:8090", "`host:port` to listen on")
+	apiKey := fs.String("api-key", "", "ACP: the bearer key requests must carry (default none)")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *protocol != "acp" && *protocol != "ucp" {
+		return fmt.Errorf("--protocol %q: want acp or ucp", *protocol)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	fm := fakemerchant.New(&fakemerchant.Options{BaseURL: base, APIKey: *apiKey})
+	h := fm.ACPHandler()
+	if *protocol == "ucp" {
+		h = fm.UCPHandler()
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "fake %s merchant at %s\n", strings.ToUpper(*protocol), base)
+	if *protocol == "ucp" {
+		fmt.Fprintf(stdout, "  profile: %s/.well-known/ucp\n", base)
+	}
+	for _, it := range fakemerchant.Catalogue {
+		fmt.Fprintf(stdout, "  %-14s %-40s %8d  %s\n", it.SKU, it.Title, it.PriceMinor, it.Scenario)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+const buySynopsis = `buy --agent-key FILE --credential FILE --mandate FILE --merchant ID --rail acp|ucp --line SKU[:QTY] [flags]
+
+Signs a purchase with the agent's key and sends it to POST /buy (or, with
+--quote, asks POST /quote for the priced cart without buying). The purchase
+names what to buy, not the amount: the server re-reads the merchant's cart
+and the gate authorises its total. Prints the HTTP status and the answer:
+an Order with its Receipt (200), a held purchase with its approval
+challenge (202), or a problem (a cart that is not ready carries its status
+and continue link). Exits 0 for 200 and 202, 1 otherwise.`
+
+func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("buy", buySynopsis, stderr)
+	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`")
+	agentKey := fs.String("agent-key", "", "agent private key `file` (JWK)")
+	credFile := fs.String("credential", "", "agent credential `file`")
+	mandateFile := fs.String("mandate", "", "mandate `file` (compact JWS)")
+	merchant := fs.String("merchant", "sandbox-acp", "merchant registry id")
+	railName := fs.String("rail", "acp", "acp or ucp: the merchant's protocol")
+	currency := fs.String("currency", "USD", "ISO 4217 code")
+	lines := fs.String("line", "", "comma-separated `SKU[:QTY]` lines, e.g. sku-mug:2,sku-book")
+	cartID := fs.String("cart", "", "buy this cart (the id /quote returned) instead of opening a new checkout session")
+	purpose := fs.String("purpose", "purchase from the countersign CLI", "why, for the person who may approve it")
+	key := fs.String("idempotency-key", "", "idempotency key (default: a new random one)")
+	quoteOnly := fs.Bool("quote", false, "only ask for the priced cart (POST /quote); buy nothing")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *credFile == "" || *lines == "" || (!*quoteOnly && (*agentKey == "" || *mandateFile == "")) {
+		fmt.Fprintln(stderr, "buy: --credential and --line are required, and to buy --agent-key and --mandate")
+		fs.Usage()
+		return errUsage
+	}
+	var ls []cart.LineRequest
+	for _, l := range strings.Split(*lines, ",") {
+		sku, qty, _ := strings.Cut(strings.TrimSpace(l), ":")
+		n := int64(1)
+		if qty != "" {
+			if _, err := fmt.Sscan(qty, &n); err != nil || n < 1 {
+				return fmt.Errorf("--line %q: quantity must be a positive integer", l)
+			}
+		}
+		ls = append(ls, cart.LineRequest{ID: sku, Quantity: n})
+	}
+	cred, err := os.ReadFile(*credFile)
+	if err != nil {
+		return err
+	}
+	q := commerce.QuoteRequest{Rail: *railName, Merchant: *merchant, Currency: *currency, Lines: ls}
+	path, idem, body := "/quote", "", any(q)
+	if !*quoteOnly {
+		priv, _, err := keyfile.ReadEd25519(*agentKey)
+		if err != nil {
+			return err
+		}
+		mandate, err := os.ReadFile(*mandateFile)
+		if err != nil {
+			return err
+		}
+		if *key == "" {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			*key = hex.EncodeToString(b)
+		}
+		p := commerce.PurchaseRequest{QuoteRequest: q, CartID: *cartID, IdempotencyKey: *key, Purpose: *purpose,
+			Terms: pay.Terms{Rail: *railName, Reversibility: gate.Irreversible, Finality: gate.FinalityInstant,
+				Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated},
+			Envelope: pay.Envelope{Mandate: strings.TrimSpace(string(mandate))}}
+		if err := commerce.SignPurchase(&p, priv); err != nil {
+			return err
+		}
+		path, idem, body = "/buy", *key, p
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	status, out, err := postJSON(ctx, strings.TrimRight(*base, "/")+path, "Bearer "+strings.TrimSpace(string(cred)), idem, raw)
+	if err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") != nil {
+		pretty.Write(out)
+	}
+	fmt.Fprintf(stdout, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(pretty.String()))
+	if status != http.StatusOK && status != http.StatusAccepted {
+		return fmt.Errorf("%s not accepted (HTTP %d)", strings.TrimPrefix(path, "/"), status)
+	}
+	return nil
+}
