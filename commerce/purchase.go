@@ -100,28 +100,22 @@ func SignPurchase(p *PurchaseRequest, agentKey ed25519.PrivateKey) error {
 	return nil
 }
 
-// digest is the idempotency digest of a purchase as the agent sent it
-// (signature included: a re-signed request is the same request only if
-// it is byte-identical after canonicalisation).
-func digest(p *PurchaseRequest) (string, error) {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return "", err
-	}
-	c, err := jcs.Transform(b)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(c)
-	return hex.EncodeToString(sum[:]), nil
+// digest is the idempotency digest of a purchase as the agent sent it:
+// its signing bytes (the canonical request) and its signature, so one
+// canonicalisation serves the signature check and idempotency.
+func digest(signed []byte, p *PurchaseRequest) string {
+	h := sha256.New()
+	h.Write(signed)
+	h.Write([]byte{0})
+	h.Write([]byte(p.Envelope.Signature))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
-// cartDigest commits to a priced cart as read, for the record.
+// cartDigest commits to a priced cart as read, for the record: the
+// SHA-256 of its JSON as this server serves it (a Cart has no maps, so
+// encoding/json writes it deterministically).
 func cartDigest(c *cart.Cart) string {
 	b, _ := json.Marshal(c)
-	if t, err := jcs.Transform(b); err == nil {
-		b = t
-	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

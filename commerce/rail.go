@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/commerce/cart"
@@ -36,15 +35,15 @@ func (r *rail) Facts() settle.Facts {
 	return settle.Facts{Reversibility: settle.Irreversible, Finality: settle.Instant}
 }
 
-// attempt is what a settlement completes, stored before the merchant is
-// called so that Lookup knows which session to re-read after a crash.
+// attempt is what a settlement completes: the merchant and checkout
+// session from the request's metadata (kept durably on the intent), and
+// the authorised amount.
 type attempt struct {
-	Merchant string    `json:"merchant"`
-	Cart     string    `json:"cart"`
-	Amount   int64     `json:"amount"`
-	Currency string    `json:"currency"`
-	Payee    string    `json:"payee"`
-	Started  time.Time `json:"started"`
+	Merchant string
+	Cart     string
+	Amount   int64
+	Currency string
+	Payee    string
 }
 
 func (r *rail) merchant(id string) (cart.Merchant, error) {
@@ -68,7 +67,7 @@ func (r *rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 		return settle.Settlement{}, err
 	}
 	a := attempt{Merchant: req.Metadata["merchant"], Cart: req.Metadata["cart"], Amount: req.Amount,
-		Currency: req.Currency, Payee: req.Payee, Started: r.s.now().UTC()}
+		Currency: req.Currency, Payee: req.Payee}
 	if id, ok := merchantOfPayee(req.Payee); !ok || id != a.Merchant || a.Cart == "" {
 		return settle.Settlement{}, fmt.Errorf("%w: a purchase names its merchant as payee and in metadata, and its cart", settle.ErrInvalidRequest)
 	}
@@ -78,9 +77,6 @@ func (r *rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 	}
 	if s, ok, err := r.s.settledOrder(ctx, req.Key); err != nil || ok {
 		return s, err // a repeat: the order is already placed
-	}
-	if err := r.s.putAttempt(ctx, req.Key, a); err != nil {
-		return settle.Settlement{}, fmt.Errorf("%w: %v", settle.ErrUnavailable, err)
 	}
 	// Re-read first: a purchase held for a person may have waited for
 	// hours, and only the merchant knows whether it is still payable.
@@ -121,41 +117,49 @@ func (r *rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 	}
 }
 
-// Lookup learns what happened to a purchase from the merchant's own state:
-// a completed session is the order (completion with the same key answers
-// it again, never places another); an open one proves no order was placed,
+// LookupRequest learns what happened to a purchase from the merchant's own
+// state, with the request the money path sent (its metadata names the
+// merchant and the checkout session, which the intent keeps durably): a
+// completed session is the order (completion under the same key answers it
+// again, never places another); an open one proves no order was placed,
 // which declines the intent and releases its reservation.
-func (r *rail) Lookup(ctx context.Context, key string) (settle.Settlement, error) {
-	if s, ok, err := r.s.settledOrder(ctx, key); err != nil || ok {
+func (r *rail) LookupRequest(ctx context.Context, req settle.SettleRequest) (settle.Settlement, error) {
+	if s, ok, err := r.s.settledOrder(ctx, req.Key); err != nil || ok {
 		return s, err
 	}
-	a, ok, err := r.s.getAttempt(ctx, key)
-	if err != nil {
-		return settle.Settlement{}, err
-	}
-	if !ok {
-		return settle.Settlement{}, settle.ErrUnknownKey
-	}
+	a := attempt{Merchant: req.Metadata["merchant"], Cart: req.Metadata["cart"], Amount: req.Amount,
+		Currency: req.Currency, Payee: req.Payee}
 	m, err := r.merchant(a.Merchant)
 	if err != nil {
 		return settle.Settlement{}, err
 	}
 	ct, err := m.Get(ctx, a.Cart)
 	if err != nil {
-		return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: %w", key, err)
+		return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: %w", req.Key, err)
 	}
 	switch ct.Status {
 	case cart.StatusCompleted:
-		o, err := m.Complete(ctx, a.Cart, cart.Payment{Amount: a.Amount, Currency: a.Currency, IdempotencyKey: key})
+		o, err := m.Complete(ctx, a.Cart, cart.Payment{Amount: a.Amount, Currency: a.Currency, IdempotencyKey: req.Key})
 		if err != nil {
-			return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: the session is completed but its order could not be read: %w", key, err)
+			return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: the session is completed but its order could not be read: %w", req.Key, err)
 		}
-		return r.s.placed(ctx, key, a, m, o)
+		return r.s.placed(ctx, req.Key, a, m, o)
 	case cart.StatusInProgress, cart.StatusPending:
-		return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: completion still in progress at the merchant", key)
+		return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: completion still in progress at the merchant", req.Key)
 	default:
-		return declined(key, a, "not_completed", fmt.Sprintf("the merchant's session is %s: no order was placed", ct.RawStatus))
+		return declined(req.Key, a, "not_completed", fmt.Sprintf("the merchant's session is %s: no order was placed", ct.RawStatus))
 	}
+}
+
+// Lookup answers a purchase whose order is on file. Without the request it
+// cannot tell which checkout session to ask about, so it never claims the
+// key is unknown (that would invite a second completion): callers resume
+// purchases through LookupRequest, as the money path does.
+func (r *rail) Lookup(ctx context.Context, key string) (settle.Settlement, error) {
+	if s, ok, err := r.s.settledOrder(ctx, key); err != nil || ok {
+		return s, err
+	}
+	return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: no order on file; ask with the request (LookupRequest)", key)
 }
 
 func (r *rail) Refund(context.Context, settle.RefundRequest) (settle.RefundResult, error) {
@@ -219,34 +223,4 @@ func (s *Service) settledOrder(ctx context.Context, key string) (settle.Settleme
 	}
 	return settle.Settlement{Key: key, Reference: o.ID, Status: settle.StatusSettled, Amount: o.Total.Minor,
 		Currency: o.Total.Currency, Payee: Payee(o.Merchant), SettledAt: o.PlacedAt}, true, nil
-}
-
-func (s *Service) putAttempt(ctx context.Context, key string, a attempt) error {
-	b, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	return s.st.Update(ctx, func(txn store.Txn) error {
-		if _, err := txn.Get([]byte(keyAttempt + key)); err == nil {
-			return nil // the first attempt's record stands
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		return txn.Set([]byte(keyAttempt+key), b)
-	})
-}
-
-func (s *Service) getAttempt(ctx context.Context, key string) (attempt, bool, error) {
-	var a attempt
-	err := s.st.View(ctx, func(r store.Reader) error {
-		b, err := r.Get([]byte(keyAttempt + key))
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal(b, &a)
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return attempt{}, false, nil
-	}
-	return a, err == nil, err
 }

@@ -124,8 +124,7 @@ const (
 
 // Store layout: commerce owns the commerce/ prefix.
 const (
-	keyAttempt = "commerce/attempt/" // + intent id → attempt: what the rail completes
-	keyOrder   = "commerce/order/"   // + intent id → Order
+	keyOrder = "commerce/order/" // + intent id → Order
 )
 
 // Options configure [New]. Store, Log and Pay are required; Pay must be
@@ -357,10 +356,11 @@ func (s *Service) Buy(ctx context.Context, c pay.Caller, p PurchaseRequest, head
 	if err != nil {
 		return nil, err
 	}
-	dig, err := digest(&p)
+	signed, err := SigningBytes(&p)
 	if err != nil {
-		return nil, fmt.Errorf("commerce: digest: %w", err)
+		return nil, err
 	}
+	dig := digest(signed, &p)
 	var ct cart.Cart
 	if p.CartID != "" {
 		ct, err = m.Get(ctx, p.CartID)
@@ -376,25 +376,25 @@ func (s *Service) Buy(ctx context.Context, c pay.Caller, p PurchaseRequest, head
 		}
 	}
 	ct.Merchant = p.Merchant
-	if _, err := s.recordCart(ctx, EntryCartRead, &ct, agentActor(c), requestID); err != nil {
-		return nil, err
-	}
-	if !ct.Ready() {
-		return nil, &NotReadyError{Cart: ct}
-	}
-	if ct.Currency != p.Currency {
+	if !ct.Ready() || ct.Currency != p.Currency {
+		// The read is recorded on its own: this request ends here.
+		if _, err := s.recordCart(ctx, EntryCartRead, &ct, agentActor(c), requestID); err != nil {
+			return nil, err
+		}
+		if !ct.Ready() {
+			return nil, &NotReadyError{Cart: ct}
+		}
 		return nil, fmt.Errorf("%w: the merchant priced the cart in %s, not %s", ErrMerchantRejected, ct.Currency, p.Currency)
-	}
-	signed, err := SigningBytes(&p)
-	if err != nil {
-		return nil, err
 	}
 	in := &pay.Instruction{
 		IdempotencyKey: p.IdempotencyKey, Payee: Payee(p.Merchant),
 		Amount:  pay.Amount{Minor: ct.Totals.Total, Currency: ct.Currency},
 		Purpose: p.Purpose, Terms: p.Terms, Envelope: p.Envelope,
 	}
-	meta := map[string]string{"merchant": p.Merchant, "cart": ct.ID, "rail": p.Rail, "version": m.Version()}
+	// The cart as read goes into the record with the gate's decision (its
+	// metadata), in the decision's own transaction.
+	meta := map[string]string{"merchant": p.Merchant, "cart": ct.ID, "rail": p.Rail, "version": m.Version(),
+		"merchantStatus": ct.RawStatus, "cartDigest": cartDigest(&ct)}
 	res, err := money.AuthorizeSigned(ctx, pay.RouteBuy, c, in,
 		pay.Signed{Type: PurchaseType, Bytes: signed, Digest: dig, Metadata: meta}, headerKey, requestID)
 	if err != nil {

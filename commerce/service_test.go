@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -95,7 +97,7 @@ func (e *engineMerchant) Cancel(_ context.Context, id string) (cart.Cart, error)
 
 // fixture is a money path with the commerce rails and one merchant.
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	st       store.Store
 	log      *audit.Log
 	svc      *Service
@@ -110,7 +112,7 @@ type fixture struct {
 
 func (f *fixture) now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.clock }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{t: t, st: memstore.New(&memstore.Options{RetryRate: 0.05}), clock: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)}
 	quiet := slog.New(slog.DiscardHandler)
@@ -125,6 +127,13 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	reg := &settle.Registry{}
+	card, err := fake.New(fake.SandboxCard, &fake.Options{Store: f.st, Now: f.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(card); err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range f.svc.Rails() {
 		if err := reg.Register(r); err != nil {
 			t.Fatal(err)
@@ -145,8 +154,8 @@ func newFixture(t *testing.T) *fixture {
 	f.caller = pay.Caller{KeyID: "ak_1", Agents: []string{agent}, Credential: gate.CredentialAPIKey}
 	f.mandate, err = pay.SignMandate(pay.MandateClaims{ID: "mdt-buy", Agent: agent,
 		IssuedAt: f.now().Add(-time.Hour), ExpiresAt: f.now().Add(24 * time.Hour),
-		Payees: []string{"merchant:shop"}, Currency: "USD", PerTxCapMinor: 500_000, PerPeriodCapMinor: 1_000_000,
-		Period: gate.Day, Rails: []string{"acp", "ucp"}, ConfirmAboveMinor: 100_000, IrreversibleConfirmAboveMinor: 100_000,
+		Payees: []string{"merchant:shop", "merchant:zero", "acct:bench.example"}, Currency: "USD", PerTxCapMinor: 500_000,
+		PerPeriodCapMinor: gate.MaxMinor, Period: gate.Day, Rails: []string{"acp", "ucp", fake.SandboxCard}, ConfirmAboveMinor: 100_000, IrreversibleConfirmAboveMinor: 100_000,
 	}, opKey, "op")
 	if err != nil {
 		t.Fatal(err)
@@ -224,9 +233,21 @@ func TestBuySettlesThroughTheGate(t *testing.T) {
 		res.Order.Receipt.Payee != "merchant:shop" || res.Order.Receipt.Amount.Minor != 3098 || res.Order.Receipt.Rail != "acp" {
 		t.Fatalf("result %+v order %+v", res.Result, res.Order)
 	}
-	want := []string{EntryCartRead, "gate.decision", EntryCompleted, "payment.settled"}
+	want := []string{"gate.decision", EntryCompleted, "payment.settled"}
 	if got := f.types(); !slices.Equal(got, want) {
 		t.Fatalf("record %v, want %v", got, want)
+	}
+	// The cart as read is in the decision's entry.
+	var dec struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	for e, err := range f.log.Entries(t.Context(), 1, 1) {
+		if err != nil || json.Unmarshal(e.Data, &dec) != nil {
+			t.Fatal(err)
+		}
+	}
+	if dec.Metadata["merchant"] != "shop" || dec.Metadata["cartDigest"] == "" || dec.Metadata["merchantStatus"] != "ready" {
+		t.Errorf("decision metadata %v", dec.Metadata)
 	}
 	// A replay answers the same order and buys nothing more.
 	again, err := f.buy(f.purchase("b-1", line("sku-mug", 2)))

@@ -331,6 +331,9 @@ type decisionData struct {
 	Payee          string `json:"payee"`
 	Amount         Amount `json:"amount"`
 	Rail           string `json:"rail"`
+	// Metadata is the intent's (see Signed): for a purchase, the merchant,
+	// the checkout session and the digest of the cart as read.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // decide is transaction 1.
@@ -409,11 +412,11 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount,
 			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, Decision: d, MandateExpiresAt: m.Claims.ExpiresAt.UTC(),
 			Metadata: meta,
-			Refunds: []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
+			Refunds:  []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
 		}
 		data, err := json.Marshal(decisionData{
 			Decision: d, Stage: "policy", Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
-			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Rail: in.Terms.Rail,
+			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Rail: in.Terms.Rail, Metadata: meta,
 		})
 		if err != nil {
 			return err

@@ -84,6 +84,9 @@ func (s *Service) resume(ctx context.Context, id, requestID string) (*Result, er
 		return nil, fmt.Errorf("%w: intent %s: rail %q is not registered", ErrRailUnavailable, id, in.Terms.Rail)
 	}
 	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
+		if rl, ok := rail.(settle.RequestLooker); ok {
+			return rl.LookupRequest(ctx, settleRequest(in))
+		}
 		return rail.Lookup(ctx, id)
 	})
 	if errors.Is(err, settle.ErrUnknownKey) {

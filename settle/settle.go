@@ -169,6 +169,15 @@ type Rail interface {
 	Lookup(ctx context.Context, key string) (Settlement, error)
 }
 
+// RequestLooker is a [Rail] whose lookup needs what the original request
+// carried (its metadata: which merchant, which checkout session) rather
+// than only its key. The caller resuming a payment of unknown outcome asks
+// LookupRequest with the request it sent, when the rail has it; the
+// answer means exactly what [Rail.Lookup]'s does. It moves no money.
+type RequestLooker interface {
+	LookupRequest(ctx context.Context, req SettleRequest) (Settlement, error)
+}
+
 // Facts are the static properties of a [Rail], which the gate and mandates
 // reason about (an irreversible payment may need a person's approval).
 type Facts struct {
