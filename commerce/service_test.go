@@ -389,9 +389,17 @@ func TestUnknownCompletionIsResolvedFromTheMerchant(t *testing.T) {
 	if !errors.Is(err, pay.ErrRailUnavailable) {
 		t.Fatalf("lost answer: %v", err)
 	}
+	// Until then the operator sees both, with the merchant and the cart.
+	page, err := f.pay.Settling(t.Context(), "", 10)
+	if err != nil || len(page.Data) != 2 || page.Data[0].Metadata["merchant"] != "shop" || page.Data[1].Metadata["cart"] == "" {
+		t.Fatalf("settling %+v %v", page, err)
+	}
 	rep, err := f.pay.Reconcile(t.Context())
 	if err != nil || rep.Settled != 1 || rep.Failed != 1 {
 		t.Fatalf("reconcile %+v %v", rep, err)
+	}
+	if page, _ := f.pay.Settling(t.Context(), "", 10); len(page.Data) != 0 {
+		t.Errorf("still settling after reconcile: %+v", page.Data)
 	}
 	// The lost one is settled with its order, once; a retry replays it.
 	res, err := f.buy(f.purchase("lost", line("sku-book", 1)))

@@ -35,6 +35,7 @@ func (s *server) endpoints() map[string]endpoint {
 		"operator.kill_switch":   jsonEndpoint(s.opKillSwitch),
 		"operator.breaker_reset": jsonEndpoint(s.opBreakerReset),
 		"operator.approvals":     jsonEndpoint(s.opApprovals),
+		"operator.settling":      jsonEndpoint(s.opSettling),
 		"operator.agents.create": rawEndpoint(s.opAgentsCreate),
 		"operator.agents.list":   jsonEndpoint(s.opAgentsList),
 		"operator.agents.revoke": jsonEndpoint(s.opAgentsRevoke),

@@ -387,6 +387,10 @@ func (fakeOperations) Held(context.Context, string, int) (pay.HeldPage, error) {
 	return pay.HeldPage{Data: []pay.HeldIntent{}}, nil
 }
 
+func (fakeOperations) Settling(context.Context, string, int) (pay.SettlingPage, error) {
+	return pay.SettlingPage{Data: []pay.SettlingIntent{}}, nil
+}
+
 func (fakeOperations) RevokeMandate(_ context.Context, id string, call pay.OperatorCall) (pay.Revocation, error) {
 	return pay.Revocation{MandateID: id, RevokedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), Operator: call.Operator, Rationale: call.Rationale}, nil
 }

@@ -20,6 +20,7 @@ type Operations interface {
 	SetKillSwitch(ctx context.Context, engaged bool, call pay.OperatorCall) (pay.Control, error)
 	ResetBreaker(ctx context.Context, call pay.OperatorCall) (pay.Control, error)
 	Held(ctx context.Context, cursor string, limit int) (pay.HeldPage, error)
+	Settling(ctx context.Context, cursor string, limit int) (pay.SettlingPage, error)
 	RevokeMandate(ctx context.Context, mandateID string, call pay.OperatorCall) (pay.Revocation, error)
 }
 
@@ -181,4 +182,11 @@ func (s *server) decodeBody(r *http.Request, dst any) error {
 		return err
 	}
 	return s.model.Validate(dst)
+}
+
+func (s *server) opSettling(ctx context.Context, p *contract.PageParams, _ *noBody) (pay.SettlingPage, error) {
+	if s.operations == nil {
+		return pay.SettlingPage{}, errNoOperations
+	}
+	return s.operations.Settling(ctx, p.Cursor, p.Limit)
 }

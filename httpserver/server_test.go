@@ -63,6 +63,7 @@ func realRouteCases() []routeCase {
 		{op: "webhooks.delete", method: "DELETE", target: "/webhooks/endpoints/we_1?rationale=no+longer+used+by+ops", status: 204, media: ""},
 		{op: "webhooks.deliveries", target: "/webhooks/endpoints/we_1/deliveries", status: 200, media: contract.MediaJSON},
 		{op: "webhooks.retry", method: "POST", target: "/webhooks/endpoints/we_1/deliveries/evt_1_audit.appended/retry", body: `{"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
+		{op: "operator.settling", target: "/operator/settling", status: 200, media: contract.MediaJSON},
 		{op: "mandate.revoke", method: "POST", target: "/protocol/mandate/revoke", body: `{"mandateId":"m","rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "intents.events", target: "/intents/int_1/events?limit=5", status: 200, media: contract.MediaJSON},
 		{op: "openapi.get", target: "/openapi.json", status: 200, media: contract.MediaJSON},

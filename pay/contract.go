@@ -132,6 +132,17 @@ func Contract() contract.Part {
 				Problems:    []string{contract.CodeOperatorUnauthorized, audit.CodeBadCursor, contract.CodeUnavailable},
 			},
 			{
+				ID: "operator.settling", Method: "GET", Path: "/operator/settling",
+				Summary: "Payments whose outcome is not known yet",
+				Description: "Lists intents still settling, oldest first: the rail or the merchant gave no definite answer " +
+					"(a timeout, a 5xx, a crash), so nothing is reported moved and nothing is released until the rail's " +
+					"own state says what happened. The reconciler asks every minute; a same-key retry resumes them too.",
+				Credential: contract.CredentialOperator,
+				Params:     reflect.TypeFor[contract.PageParams](),
+				Responses:  []contract.Response{contract.JSON(200, "A page of settling intents.", reflect.TypeFor[SettlingPage]())},
+				Problems:   []string{contract.CodeOperatorUnauthorized, audit.CodeBadCursor, contract.CodeUnavailable},
+			},
+			{
 				ID: "mandate.revoke", Method: "POST", Path: "/protocol/mandate/revoke",
 				Summary: "Revoke a mandate",
 				Description: "Protocol surface, override class. Revokes a mandate for good: every later payment under it is " +

@@ -19,7 +19,7 @@ func ExampleDefinition() {
 	// Countersign 0.1.0
 	// contract  0 operations 14 problem types 0 event kinds
 	// audit     5 operations  3 problem types 0 event kinds
-	// pay       9 operations 16 problem types 0 event kinds
+	// pay      10 operations 16 problem types 0 event kinds
 	// auth      4 operations  4 problem types 0 event kinds
 	// webhook   7 operations  8 problem types 9 event kinds
 	// identity 10 operations 10 problem types 0 event kinds
@@ -50,6 +50,7 @@ func ExampleModel() {
 	// POST /operator/kill-switch operator.kill_switch operator
 	// POST /operator/circuit-breaker/reset operator.breaker_reset operator
 	// GET /operator/approvals operator.approvals operator
+	// GET /operator/settling operator.settling operator
 	// POST /protocol/mandate/revoke mandate.revoke operator
 	// GET /usage usage.get agent
 	// POST /operator/agents operator.agents.create operator

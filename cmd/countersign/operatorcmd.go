@@ -32,6 +32,7 @@ characters); it is written into the record with your key id.
   kill-switch     --engage | --release, --rationale R
   reset-breaker   --rationale R
   approvals       [--limit N] [--cursor C]           list held payments
+  settling        [--limit N] [--cursor C]           list payments whose outcome is not known yet
   agents create   --name N --agent HEX[,HEX] [--jkt T] --rationale R
   agents list     [--limit N] [--cursor C]
   agents revoke   --id ak_... --rationale R
@@ -119,6 +120,8 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		body = map[string]any{"rationale": *rationale}
 	case "approvals":
 		op, method, path = "operator.approvals", "GET", "/operator/approvals?"+pageQuery(*limit, *cursor)
+	case "settling":
+		op, method, path = "operator.settling", "GET", "/operator/settling?"+pageQuery(*limit, *cursor)
 	case "agents create":
 		op, method, path = "operator.agents.create", "POST", "/operator/agents"
 		body = map[string]any{"name": *name, "agentIds": splitList(*agents), "jkt": *jkt, "rationale": *rationale}
