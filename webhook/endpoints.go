@@ -235,7 +235,7 @@ func NewEndpoints(st store.Store, log *audit.Log, opts *Options) (*Endpoints, er
 	if err != nil {
 		return nil, err
 	}
-	if s.primary == nil {
+	if !s.box.Sealed() {
 		o.Logger.LogAttrs(context.Background(), slog.LevelWarn,
 			"webhook: no SealKey configured: endpoint signing secrets are stored UNENCRYPTED in the store; "+
 				"anyone who can read the data directory can forge deliveries")

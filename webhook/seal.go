@@ -1,16 +1,12 @@
 package webhook
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+
+	"github.com/countersign/countersign/internal/sealbox"
 )
 
 // SealKeySize is the size of [Options.SealKey] and of each of
@@ -24,137 +20,52 @@ const SealKeySize = 32
 // with errors.Is.
 var ErrUnseal = errors.New("webhook: cannot open stored endpoint secret")
 
-// Stored secret formats. A sealed secret is
-//
-//	"s1." + base64url(keyID[4] ‖ nonce[12] ‖ AES-256-GCM(secret, aad = endpoint id))
-//
-// keyID names the seal key (the first 4 bytes of SHA-256 of the derived
-// AES key) so that a key can be rotated: old keys stay listed in
-// OldSealKeys until every endpoint has been rewritten. The endpoint id as
-// additional data binds a sealed secret to its endpoint, so a sealed value
-// copied onto another endpoint does not open. A secret stored without a
-// seal key is "c1." + the secret itself.
-const (
-	sealedPrefix = "s1."
-	clearPrefix  = "c1."
-	keyIDSize    = 4
-	nonceSize    = 12
-)
-
-// sealInfo is the HKDF info string: the AES key is derived from the
-// configured seal key rather than used directly, so a deployment may hand
-// the same master secret to other components without the keys colliding.
+// sealInfo is the HKDF purpose of webhook secrets (package sealbox): the
+// AES key is derived from the configured seal key rather than used
+// directly, so a deployment may hand the same master secret to other
+// components (commerce seals merchant credentials with it) without the
+// keys colliding. It never changes: stored secrets depend on it.
 const sealInfo = "countersign webhook endpoint secret seal v1"
 
-// sealer seals and opens endpoint secrets. It is immutable after
-// newSealer and safe for concurrent use.
-type sealer struct {
-	primary *sealKey // nil: store secrets in the clear
-	byID    map[[keyIDSize]byte]*sealKey
-}
-
-type sealKey struct {
-	id   [keyIDSize]byte
-	aead cipher.AEAD
-}
+// sealer seals and opens endpoint secrets, bound to the endpoint id.
+type sealer struct{ box *sealbox.Box }
 
 func newSealer(key []byte, old [][]byte) (*sealer, error) {
-	s := &sealer{byID: map[[keyIDSize]byte]*sealKey{}}
-	if key != nil {
-		k, err := deriveSealKey(key)
-		if err != nil {
-			return nil, fmt.Errorf("webhook: SealKey: %w", err)
-		}
-		s.primary = k
-		s.byID[k.id] = k
+	if key != nil && len(key) != SealKeySize {
+		return nil, fmt.Errorf("webhook: SealKey: has %d bytes, want %d", len(key), SealKeySize)
 	}
 	for i, o := range old {
-		k, err := deriveSealKey(o)
-		if err != nil {
-			return nil, fmt.Errorf("webhook: OldSealKeys[%d]: %w", i, err)
-		}
-		if _, dup := s.byID[k.id]; !dup {
-			s.byID[k.id] = k
+		if len(o) != SealKeySize {
+			return nil, fmt.Errorf("webhook: OldSealKeys[%d]: has %d bytes, want %d", i, len(o), SealKeySize)
 		}
 	}
-	return s, nil
-}
-
-func deriveSealKey(master []byte) (*sealKey, error) {
-	if len(master) != SealKeySize {
-		return nil, fmt.Errorf("has %d bytes, want %d", len(master), SealKeySize)
-	}
-	aesKey, err := hkdf.Key(sha256.New, master, nil, sealInfo, 32)
+	b, err := sealbox.New(key, old, sealInfo)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	block, err := aes.NewCipher(aesKey)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(aesKey)
-	k := &sealKey{aead: aead}
-	copy(k.id[:], sum[:keyIDSize])
-	return k, nil
+	return &sealer{box: b}, nil
 }
 
 // seal returns the stored form of secret for endpoint id.
 func (s *sealer) seal(id, secret string, rnd io.Reader) (string, error) {
-	if s.primary == nil {
-		return clearPrefix + secret, nil
-	}
-	buf := make([]byte, keyIDSize+nonceSize, keyIDSize+nonceSize+len(secret)+s.primary.aead.Overhead())
-	copy(buf, s.primary.id[:])
-	if _, err := io.ReadFull(rnd, buf[keyIDSize:]); err != nil {
+	v, err := s.box.Seal(id, secret, rnd)
+	if err != nil {
 		return "", fmt.Errorf("webhook: sealing secret: %w", err)
 	}
-	buf = s.primary.aead.Seal(buf, buf[keyIDSize:], []byte(secret), []byte(id))
-	return sealedPrefix + base64.RawURLEncoding.EncodeToString(buf), nil
+	return v, nil
 }
 
 // open returns the secret in stored, which was sealed for endpoint id.
 func (s *sealer) open(id, stored string) (string, error) {
-	if v, ok := strings.CutPrefix(stored, clearPrefix); ok {
-		return v, nil
-	}
-	v, ok := strings.CutPrefix(stored, sealedPrefix)
-	if !ok {
-		return "", fmt.Errorf("%w: unknown format", ErrUnseal)
-	}
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || len(b) < keyIDSize+nonceSize {
-		return "", fmt.Errorf("%w: malformed", ErrUnseal)
-	}
-	var kid [keyIDSize]byte
-	copy(kid[:], b)
-	k := s.byID[kid]
-	if k == nil {
-		return "", fmt.Errorf("%w: sealed under a key that is not configured (set SealKey or OldSealKeys)", ErrUnseal)
-	}
-	plain, err := k.aead.Open(nil, b[keyIDSize:keyIDSize+nonceSize], b[keyIDSize+nonceSize:], []byte(id))
+	v, err := s.box.Open(id, stored)
 	if err != nil {
-		return "", fmt.Errorf("%w: authentication failed", ErrUnseal)
+		return "", fmt.Errorf("%w: %v", ErrUnseal, err)
 	}
-	return string(plain), nil
+	return v, nil
 }
 
-// stale reports whether stored should be rewritten under the primary key:
-// it is in the clear while a key is configured, or sealed under an old key.
-func (s *sealer) stale(stored string) bool {
-	if s.primary == nil {
-		return false
-	}
-	v, ok := strings.CutPrefix(stored, sealedPrefix)
-	if !ok {
-		return true
-	}
-	b, err := base64.RawURLEncoding.DecodeString(v)
-	return err != nil || len(b) < keyIDSize || [keyIDSize]byte(b[:keyIDSize]) != s.primary.id
-}
+// stale reports whether stored should be rewritten under the primary key.
+func (s *sealer) stale(stored string) bool { return s.box.Stale(stored) }
 
 // NewSealKey returns a fresh random seal key of SealKeySize bytes from
 // crypto/rand, for a deployment that keeps its own key file.
