@@ -45,8 +45,32 @@ func Contract() contract.Part {
 					pay.CodeKeyMismatch, CodeMerchantNotFound, CodeRailMismatch, CodeMerchantUnavailable,
 					CodeMerchantRejected, CodeMerchantInvalid, CodeCartNotFound, contract.CodeUnavailable},
 			},
+			{
+				ID: "commerce.merchants.create", Method: "POST", Path: "/commerce/merchants",
+				Summary: "Register a merchant",
+				Description: "Registers a merchant agents may buy from: id, protocol (acp: base URL, bearer key, PSP; ucp: " +
+					"profile URL). The server connects first (a UCP merchant is discovered and its version negotiated) and " +
+					"stores nothing if that fails. Credentials are sealed at rest and never shown again, nor written to the record.",
+				Credential: contract.CredentialOperator,
+				Body:       reflect.TypeFor[MerchantRequest](),
+				Responses:  []contract.Response{contract.JSON(201, "The registered merchant (no secrets).", reflect.TypeFor[MerchantView]())},
+				Problems: []string{CodeInvalidMerchant, CodeMerchantExists, CodeMerchantUnavailable, contract.CodeOperatorUnauthorized,
+					contract.CodeOperatorRationaleTooShort, contract.CodeRequestTooLarge, contract.CodeRequestUnsupportedMediaType, contract.CodeUnavailable},
+			},
+			{
+				ID: "commerce.merchants.list", Method: "GET", Path: "/commerce/merchants",
+				Summary:     "The merchants agents may buy from",
+				Description: "The registry, by id: protocol, negotiated version, where it is reached, whether it came from configuration or an operator. Never a credential.",
+				Credential:  contract.CredentialAgent,
+				Responses:   []contract.Response{contract.JSON(200, "The registry.", reflect.TypeFor[MerchantPage]())},
+				Problems:    []string{contract.CodeUnavailable},
+			},
 		},
 		Problems: []contract.ProblemType{
+			{Code: CodeInvalidMerchant, Status: 400, Title: "Invalid merchant registration", Action: contract.ActionFixRequest,
+				Description: "The id, protocol or URLs are malformed: an id of lowercase letters, digits, '-', '_' and '.'; acp needs an https baseUrl, ucp an https profileUrl."},
+			{Code: CodeMerchantExists, Status: 409, Title: "Merchant already registered", Action: contract.ActionStop,
+				Description: "A merchant with this id is registered, in configuration or by an operator."},
 			{Code: CodeMerchantNotFound, Status: 404, Title: "Unknown merchant", Action: contract.ActionFixRequest,
 				Description: "No merchant with this id is registered. The server calls only registered merchants."},
 			{Code: CodeRailMismatch, Status: 400, Title: "Rail does not match the merchant", Action: contract.ActionFixRequest,

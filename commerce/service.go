@@ -30,9 +30,11 @@ package commerce
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -41,6 +43,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/sealbox"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -133,8 +136,19 @@ const (
 type Options struct {
 	Store store.Store
 	Log   *audit.Log
-	// Merchants is the registry.
+	// Merchants are the merchants of the configuration.
 	Merchants []MerchantConfig
+	// Connect builds the client of a merchant an operator registers (and,
+	// on first use, of each one registered before a restart). Nil: merchants
+	// are registered in configuration only.
+	Connect func(ctx context.Context, spec MerchantSpec) (cart.Merchant, error)
+	// SealKey (32 bytes) seals registered merchants' credentials at rest.
+	// Nil stores them in the clear (sandbox only).
+	SealKey []byte
+	// AllowHTTP accepts http:// merchant URLs at registration (sandbox).
+	AllowHTTP bool
+	// Rand is the source of seal nonces. Default crypto/rand.
+	Rand io.Reader
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the service's own faults. Default slog.Default().
@@ -148,28 +162,49 @@ type Service struct {
 	now    func() time.Time
 	logger *slog.Logger
 
+	connect   func(context.Context, MerchantSpec) (cart.Merchant, error)
+	seal      *sealbox.Box
+	allowHTTP bool
+	rand      io.Reader
+	reg       registry
+
 	mu        sync.RWMutex // guards merchants and pay
 	merchants map[string]cart.Merchant
 	pay       *pay.Service
 }
 
-// New returns a service over the merchants. Call [Service.SetPay] with the
-// money path built over [Service.Rails] before buying.
+// New returns a service over the configured merchants and those operators
+// registered (read from the store, connected on first use). Call
+// [Service.SetPay] with the money path built over [Service.Rails] before
+// buying.
 func New(opts Options) (*Service, error) {
 	if opts.Store == nil || opts.Log == nil {
 		return nil, errors.New("commerce: Options.Store and Log are required")
 	}
-	s := &Service{st: opts.Store, log: opts.Log, now: opts.Now, logger: opts.Logger, merchants: map[string]cart.Merchant{}}
+	s := &Service{st: opts.Store, log: opts.Log, now: opts.Now, logger: opts.Logger, merchants: map[string]cart.Merchant{},
+		connect: opts.Connect, allowHTTP: opts.AllowHTTP, rand: opts.Rand, reg: registry{views: map[string]MerchantView{}}}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	var err error
+	if s.seal, err = newSealBox(opts.SealKey); err != nil {
+		return nil, fmt.Errorf("commerce: SealKey: %w", err)
+	}
 	for _, m := range opts.Merchants {
 		if err := s.Register(m); err != nil {
 			return nil, err
 		}
+	}
+	// Reading the registrations is local (the store); connecting to each
+	// merchant waits for its first use.
+	if err := s.loadRegistered(context.Background()); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -183,20 +218,28 @@ func (s *Service) SetPay(p *pay.Service) {
 	s.pay = p
 }
 
-// Register adds a merchant to the registry.
+// Register adds a merchant of the configuration to the registry.
 func (s *Service) Register(m MerchantConfig) error {
 	if !validID(m.ID) || m.Merchant == nil {
 		return fmt.Errorf("commerce: merchant %q: an id of 1 to 64 lowercase letters, digits, '-', '_' or '.' and a client are required", m.ID)
 	}
-	if p := m.Merchant.Protocol(); p != "acp" && p != "ucp" {
-		return fmt.Errorf("commerce: merchant %s: protocol %q is not acp or ucp", m.ID, p)
+	return s.add(m.ID, m.Merchant, MerchantView{ID: m.ID, Protocol: m.Merchant.Protocol(), Source: "configuration"})
+}
+
+func (s *Service) add(id string, m cart.Merchant, v MerchantView) error {
+	if p := m.Protocol(); p != "acp" && p != "ucp" {
+		return fmt.Errorf("commerce: merchant %s: protocol %q is not acp or ucp", id, p)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, dup := s.merchants[m.ID]; dup {
-		return fmt.Errorf("commerce: merchant %s registered twice", m.ID)
+	if _, dup := s.merchants[id]; dup {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %s is registered twice", ErrMerchantExists, id)
 	}
-	s.merchants[m.ID] = m.Merchant
+	s.merchants[id] = m
+	s.mu.Unlock()
+	s.reg.mu.Lock()
+	s.reg.views[id] = v
+	s.reg.mu.Unlock()
 	return nil
 }
 

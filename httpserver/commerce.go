@@ -13,6 +13,8 @@ import (
 type Commerce interface {
 	Quote(ctx context.Context, c pay.Caller, q commerce.QuoteRequest, requestID string) (commerce.Quoted, error)
 	Buy(ctx context.Context, c pay.Caller, p commerce.PurchaseRequest, headerKey, requestID string) (*commerce.BuyResult, error)
+	RegisterMerchant(ctx context.Context, sp commerce.MerchantSpec, call pay.OperatorCall) (commerce.MerchantView, error)
+	MerchantList(ctx context.Context) (commerce.MerchantPage, error)
 }
 
 var errNoCommerce = errors.New("httpserver: this server has no commerce configured")
@@ -53,4 +55,30 @@ func (s *server) buy(w http.ResponseWriter, r *http.Request, p *pay.PayParams) e
 		return s.writeJSON(w, http.StatusOK, res.Order)
 	}
 	return s.writePayResult(w, r, res.Result)
+}
+
+func (s *server) merchantCreate(w http.ResponseWriter, r *http.Request, _ *noParams) error {
+	if s.commerce == nil {
+		return errNoCommerce
+	}
+	var req commerce.MerchantRequest
+	if err := s.decodeBody(r, &req); err != nil {
+		return err
+	}
+	call, err := operatorCall(r.Context(), req.Rationale)
+	if err != nil {
+		return err
+	}
+	v, err := s.commerce.RegisterMerchant(r.Context(), req.MerchantSpec, call)
+	if err != nil {
+		return err
+	}
+	return s.writeJSON(w, http.StatusCreated, v)
+}
+
+func (s *server) merchantList(ctx context.Context, _ *noParams, _ *noBody) (commerce.MerchantPage, error) {
+	if s.commerce == nil {
+		return commerce.MerchantPage{}, errNoCommerce
+	}
+	return s.commerce.MerchantList(ctx)
 }

@@ -52,6 +52,9 @@ func (s *server) endpoints() map[string]endpoint {
 		"commerce.quote": jsonEndpoint(s.quote),
 		"commerce.buy":   rawEndpoint(s.buy),
 
+		"commerce.merchants.create": rawEndpoint(s.merchantCreate),
+		"commerce.merchants.list":   jsonEndpoint(s.merchantList),
+
 		"identity.disclose":              rawEndpoint(s.disclose),
 		"identity.well_known":            rawEndpoint(s.disclose),
 		"identity.respond":               jsonEndpoint(s.respond),

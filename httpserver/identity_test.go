@@ -143,6 +143,15 @@ func (fakeCommerce) Buy(_ context.Context, _ pay.Caller, p commerce.PurchaseRequ
 		Lines: []cart.Line{}, Total: pay.Amount{Minor: 100, Currency: "USD"}, Receipt: *res.Receipt}}, nil
 }
 
+func (fakeCommerce) RegisterMerchant(_ context.Context, sp commerce.MerchantSpec, _ pay.OperatorCall) (commerce.MerchantView, error) {
+	return commerce.MerchantView{ID: sp.ID, Protocol: sp.Protocol, Version: "2026-04-17", BaseURL: sp.BaseURL,
+		HasAPIKey: sp.APIKey != "", Source: "operator", CreatedAt: time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC), AuditSeq: 3}, nil
+}
+
+func (fakeCommerce) MerchantList(context.Context) (commerce.MerchantPage, error) {
+	return commerce.MerchantPage{Data: []commerce.MerchantView{{ID: "shop", Protocol: "acp", Source: "configuration"}}}, nil
+}
+
 // commerceRouteCases are the happy paths of /quote and /buy.
 func commerceRouteCases() []routeCase {
 	purchase := func(key string) string {
@@ -156,5 +165,9 @@ func commerceRouteCases() []routeCase {
 			status: 200, media: contract.MediaJSON},
 		{op: "commerce.buy", method: "POST", target: "/buy", body: purchase("k"), status: 200, media: contract.MediaJSON},
 		{op: "commerce.buy", method: "POST", target: "/buy", body: purchase("held"), status: 202, media: contract.MediaJSON},
+		{op: "commerce.merchants.create", method: "POST", target: "/commerce/merchants",
+			body:   `{"id":"shop-2","protocol":"acp","baseUrl":"https://shop.example","apiKey":"sk_test","rationale":"routine check by ops"}`,
+			status: 201, media: contract.MediaJSON},
+		{op: "commerce.merchants.list", target: "/commerce/merchants", status: 200, media: contract.MediaJSON},
 	}
 }

@@ -582,6 +582,10 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 			// Not the fixture's mandate: the approve route still needs it.
 			return pay.MandateRevokeRequest{MandateID: "mdt-unused", Rationale: matrixRationale}
 		},
+		reflect.TypeFor[commerce.MerchantRequest](): func(testing.TB) any {
+			return commerce.MerchantRequest{MerchantSpec: commerce.MerchantSpec{ID: "matrix-shop", Protocol: "acp",
+				BaseURL: "https://shop.example"}, Rationale: matrixRationale}
+		},
 		reflect.TypeFor[commerce.QuoteRequest](): func(testing.TB) any {
 			return commerce.QuoteRequest{Rail: "acp", Merchant: "shop", Currency: "USD", Lines: []cart.LineRequest{{ID: "sku-mug", Quantity: 1}}}
 		},

@@ -23,7 +23,7 @@ func ExampleDefinition() {
 	// auth      4 operations  4 problem types 0 event kinds
 	// webhook   7 operations  8 problem types 9 event kinds
 	// identity 10 operations 10 problem types 0 event kinds
-	// commerce  2 operations  6 problem types 0 event kinds
+	// commerce  4 operations  8 problem types 0 event kinds
 	// product   4 operations  0 problem types 0 event kinds
 }
 
@@ -75,6 +75,8 @@ func ExampleModel() {
 	// POST /identity/rotate identity.rotate operator
 	// POST /quote commerce.quote agent
 	// POST /buy commerce.buy agent
+	// POST /commerce/merchants commerce.merchants.create operator
+	// GET /commerce/merchants commerce.merchants.list agent
 	// GET /openapi.json openapi.get none
 	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none

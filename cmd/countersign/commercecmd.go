@@ -27,20 +27,8 @@ import (
 	"github.com/countersign/countersign/pay"
 )
 
-// merchantFile is one entry of --merchants: a merchant this deployment may
-// buy from. The server calls nothing else.
-type merchantFile struct {
-	ID       string `json:"id"`
-	Protocol string `json:"protocol"` // acp or ucp
-	// ACP: the merchant's base URL, its bearer API key, and the PSP that
-	// issues delegated payment tokens (default the merchant's base URL).
-	BaseURL string `json:"baseUrl,omitempty"`
-	APIKey  string `json:"apiKey,omitempty"`
-	PSPURL  string `json:"pspUrl,omitempty"`
-	PSPKey  string `json:"pspKey,omitempty"`
-	// UCP: the merchant's discovery profile (its /.well-known/ucp).
-	ProfileURL string `json:"profileUrl,omitempty"`
-}
+// merchantFile is one entry of --merchants: a commerce.MerchantSpec.
+type merchantFile = commerce.MerchantSpec
 
 // openMerchants builds the clients of the merchants in path, each over the
 // SSRF-guarded client. UCP merchants are discovered now: a deployment that
@@ -53,6 +41,8 @@ func openMerchants(ctx context.Context, path string, client *http.Client) ([]com
 	if err != nil {
 		return nil, fmt.Errorf("--merchants: %w", err)
 	}
+	// Each entry is a commerce.MerchantSpec: a merchant this deployment may
+	// buy from. The server calls nothing else.
 	var files []merchantFile
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
@@ -70,7 +60,7 @@ func openMerchants(ctx context.Context, path string, client *http.Client) ([]com
 	return out, nil
 }
 
-func merchantClient(ctx context.Context, f merchantFile, client *http.Client) (cart.Merchant, error) {
+func merchantClient(ctx context.Context, f commerce.MerchantSpec, client *http.Client) (cart.Merchant, error) {
 	switch f.Protocol {
 	case "acp":
 		return acp.New(acp.Options{BaseURL: f.BaseURL, APIKey: f.APIKey, PSPURL: f.PSPURL, PSPKey: f.PSPKey,
@@ -110,7 +100,7 @@ func startSandboxMerchants(ctx context.Context, client *http.Client, logger *slo
 		go func() { _ = srv.Serve(ln) }()
 		sm.servers = append(sm.servers, srv)
 		id := "sandbox-" + protocol
-		f := merchantFile{ID: id, Protocol: protocol, BaseURL: base, ProfileURL: base + "/.well-known/ucp"}
+		f := commerce.MerchantSpec{ID: id, Protocol: protocol, BaseURL: base, ProfileURL: base + "/.well-known/ucp"}
 		m, err := merchantClient(ctx, f, client)
 		if err != nil {
 			sm.close()

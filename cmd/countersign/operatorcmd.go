@@ -42,6 +42,8 @@ characters); it is written into the record with your key id.
                   [--rails A,B] [--capabilities A,B] --rationale R
   counterparty list [--limit N] [--cursor C]
   revoke-identity --id AGENT|DISCLOSURE [--reason TEXT] --rationale R
+  merchant add    --id ID --protocol acp|ucp (--merchant-url URL [--api-key-file F] [--psp-url URL]
+                  | --profile-url URL) --rationale R   register a merchant agents may buy from
   mandate         issue a mandate offline (no server): see "operator mandate -h"
 
 --base-url is the server's configured public base URL, which the signature
@@ -56,7 +58,7 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	action, rest := args[0], args[1:]
-	if action == "agents" || action == "identity" || action == "counterparty" {
+	if action == "agents" || action == "identity" || action == "counterparty" || action == "merchant" {
 		if len(rest) == 0 {
 			fmt.Fprintf(stderr, "Usage: countersign %s\n", operatorSynopsis)
 			return errUsage
@@ -83,6 +85,11 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	agents := fs.String("agent", "", "comma-separated agent ids")
 	jkt := fs.String("jkt", "", "DPoP JWK thumbprint to bind the key to")
 	id := fs.String("id", "", "agent key id (ak_...), counterparty id, or the agent or disclosure id to revoke")
+	protocol := fs.String("protocol", "", "merchant protocol: acp or ucp")
+	merchantURL := fs.String("merchant-url", "", "ACP: the merchant's base URL")
+	apiKeyFile := fs.String("api-key-file", "", "ACP: a file holding the merchant's bearer key (sealed by the server, never shown again)")
+	pspURL := fs.String("psp-url", "", "ACP: the PSP's base URL (default the merchant's)")
+	profileURL := fs.String("profile-url", "", "UCP: the merchant's /.well-known/ucp")
 	reason := fs.String("reason", "", "why the identity is revoked, for people reading the record")
 	kind := fs.String("kind", "", "counterparty kind: agent (default), merchant or service")
 	rails := fs.String("rails", "", "comma-separated rails the counterparty can be paid on")
@@ -142,6 +149,18 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case "revoke-identity":
 		op, method, path = "identity.revoke", "POST", "/identity/revocations"
 		body = map[string]any{"id": *id, "reason": *reason, "rationale": *rationale}
+	case "merchant add":
+		op, method, path = "commerce.merchants.create", "POST", "/commerce/merchants"
+		req := map[string]any{"id": *id, "protocol": *protocol, "baseUrl": *merchantURL, "pspUrl": *pspURL,
+			"profileUrl": *profileURL, "rationale": *rationale}
+		if *apiKeyFile != "" {
+			k, err := os.ReadFile(*apiKeyFile)
+			if err != nil {
+				return err
+			}
+			req["apiKey"] = strings.TrimSpace(string(k))
+		}
+		body = req
 	case "revoke-mandate":
 		op, method, path = "mandate.revoke", "POST", "/protocol/mandate/revoke"
 		body = map[string]any{"mandateId": *mandateID, "rationale": *rationale}

@@ -22,6 +22,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/commerce"
+	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
@@ -252,7 +253,18 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		}()
 		merchants = append(merchants, sandboxShops.configs...)
 	}
-	shop, err := commerce.New(commerce.Options{Store: st, Log: lg, Logger: logger, Merchants: merchants})
+	// One seal key protects every secret the server keeps to use again:
+	// webhook signing secrets and merchant credentials (each under its own
+	// derived key).
+	sealKey, err := loadSealKey(cfg.data, cfg.webhookSealKey, cfg.production)
+	if err != nil {
+		return nil, err
+	}
+	shop, err := commerce.New(commerce.Options{Store: st, Log: lg, Logger: logger, Merchants: merchants,
+		SealKey: sealKey, AllowHTTP: !cfg.production,
+		Connect: func(ctx context.Context, sp commerce.MerchantSpec) (cart.Merchant, error) {
+			return merchantClient(ctx, sp, outbound)
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -288,10 +300,6 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	usage := auth.NewUsage(st, &auth.UsageOptions{Logger: logger})
 	dpop := auth.NewDPoPVerifier(st, &auth.DPoPOptions{Logger: logger})
 	hub := audit.NewHub(lg, &audit.HubOptions{Logger: logger})
-	sealKey, err := loadSealKey(cfg.data, cfg.webhookSealKey, cfg.production)
-	if err != nil {
-		return nil, err
-	}
 	endpoints, err := webhook.NewEndpoints(st, lg, &webhook.Options{SealKey: sealKey, AllowLoopbackHTTP: !cfg.production, Logger: logger})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,309 @@
+package commerce
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/commerce/cart"
+	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/sealbox"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/store"
+)
+
+// Problem codes of the merchant registry.
+const (
+	CodeInvalidMerchant = "commerce.invalid_merchant"
+	CodeMerchantExists  = "commerce.merchant_exists"
+)
+
+// Errors of the merchant registry. Check with errors.Is.
+var (
+	// ErrInvalidMerchant: a registration is malformed (400).
+	ErrInvalidMerchant = errcode.New(CodeInvalidMerchant, "commerce: invalid merchant registration")
+	// ErrMerchantExists: a merchant with that id is registered (409).
+	ErrMerchantExists = errcode.New(CodeMerchantExists, "commerce: merchant already registered")
+)
+
+// sealPurpose is the HKDF purpose of sealed merchant credentials.
+const sealPurpose = "countersign merchant credential seal v1"
+
+// EntryMerchantRegistered records an operator's registration (never its
+// secrets).
+const EntryMerchantRegistered = "commerce.merchant_registered"
+
+const keyMerchant = "commerce/merchant/" // + id → storedMerchant
+
+// MerchantSpec is how to reach a merchant: what configuration lists and an
+// operator registers. APIKey and PSPKey are secrets: sealed at rest, never
+// shown again, never in the record.
+type MerchantSpec struct {
+	ID       string `json:"id" validate:"required,max=64" doc:"Registry id: lowercase letters, digits, '-', '_' and '.'."`
+	Protocol string `json:"protocol" validate:"required,oneof=acp ucp" doc:"acp or ucp."`
+	// ACP: the merchant's base URL and bearer key, and the PSP issuing
+	// delegated payment tokens (default the base URL).
+	BaseURL string `json:"baseUrl,omitempty" validate:"omitempty,max=2000" doc:"ACP: the merchant's base URL."`
+	APIKey  string `json:"apiKey,omitempty" validate:"omitempty,max=4096" doc:"ACP: the merchant's bearer key; sealed at rest, never shown again."`
+	PSPURL  string `json:"pspUrl,omitempty" validate:"omitempty,max=2000" doc:"ACP: the PSP's base URL (default baseUrl)."`
+	PSPKey  string `json:"pspKey,omitempty" validate:"omitempty,max=4096" doc:"ACP: the PSP's bearer key; sealed at rest."`
+	// UCP: the merchant's discovery profile.
+	ProfileURL string `json:"profileUrl,omitempty" validate:"omitempty,max=2000" doc:"UCP: the merchant's /.well-known/ucp."`
+}
+
+// MerchantRequest is the body of POST /commerce/merchants.
+type MerchantRequest struct {
+	MerchantSpec
+	Rationale string `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
+}
+
+// MerchantView is a registered merchant as listed: never its secrets.
+type MerchantView struct {
+	ID         string    `json:"id"`
+	Protocol   string    `json:"protocol"`
+	Version    string    `json:"version,omitempty" doc:"The negotiated protocol version, once connected."`
+	BaseURL    string    `json:"baseUrl,omitempty"`
+	PSPURL     string    `json:"pspUrl,omitempty"`
+	ProfileURL string    `json:"profileUrl,omitempty"`
+	HasAPIKey  bool      `json:"hasApiKey"`
+	Source     string    `json:"source" doc:"configuration or operator."`
+	CreatedAt  time.Time `json:"createdAt,omitzero"`
+	AuditSeq   uint64    `json:"auditSeq,omitempty"`
+}
+
+// MerchantPage lists the registry, ordered by id.
+type MerchantPage struct {
+	Data []MerchantView `json:"data"`
+}
+
+// storedMerchant is a registration at rest.
+type storedMerchant struct {
+	MerchantView
+	APIKey string `json:"apiKey,omitempty"` // sealed
+	PSPKey string `json:"pspKey,omitempty"` // sealed
+}
+
+// registry holds what the service knows of each merchant beyond its
+// client: where it came from, for listings.
+type registry struct {
+	mu    sync.Mutex // guards views
+	views map[string]MerchantView
+}
+
+// lazyMerchant connects on first use, so a registered merchant that is
+// down when the server starts does not stop the start: its requests fail
+// with ErrMerchantUnavailable until it answers.
+type lazyMerchant struct {
+	spec    MerchantSpec
+	connect func(context.Context, MerchantSpec) (cart.Merchant, error)
+
+	mu sync.Mutex // guards m
+	m  cart.Merchant
+}
+
+func (l *lazyMerchant) get(ctx context.Context) (cart.Merchant, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m != nil {
+		return l.m, nil
+	}
+	m, err := l.connect(ctx, l.spec)
+	if err != nil {
+		return nil, errors.Join(cart.ErrUnavailable, err)
+	}
+	l.m = m
+	return m, nil
+}
+
+func (l *lazyMerchant) Protocol() string { return l.spec.Protocol }
+func (l *lazyMerchant) Version() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		return ""
+	}
+	return l.m.Version()
+}
+func (l *lazyMerchant) Create(ctx context.Context, r cart.CreateRequest) (cart.Cart, error) {
+	m, err := l.get(ctx)
+	if err != nil {
+		return cart.Cart{}, err
+	}
+	return m.Create(ctx, r)
+}
+func (l *lazyMerchant) Get(ctx context.Context, id string) (cart.Cart, error) {
+	m, err := l.get(ctx)
+	if err != nil {
+		return cart.Cart{}, err
+	}
+	return m.Get(ctx, id)
+}
+func (l *lazyMerchant) Complete(ctx context.Context, id string, p cart.Payment) (cart.Order, error) {
+	m, err := l.get(ctx)
+	if err != nil {
+		return cart.Order{}, err
+	}
+	return m.Complete(ctx, id, p)
+}
+func (l *lazyMerchant) Cancel(ctx context.Context, id string) (cart.Cart, error) {
+	m, err := l.get(ctx)
+	if err != nil {
+		return cart.Cart{}, err
+	}
+	return m.Cancel(ctx, id)
+}
+
+func checkSpec(sp MerchantSpec, allowHTTP bool) error {
+	if !validID(sp.ID) {
+		return fmt.Errorf("%w: id must be 1 to 64 lowercase letters, digits, '-', '_' or '.'", ErrInvalidMerchant)
+	}
+	checkURL := func(name, raw string, required bool) error {
+		if raw == "" && !required {
+			return nil
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" || (u.Scheme != "https" && !(allowHTTP && u.Scheme == "http")) {
+			return fmt.Errorf("%w: %s must be an absolute https URL without user info or fragment", ErrInvalidMerchant, name)
+		}
+		return nil
+	}
+	switch sp.Protocol {
+	case "acp":
+		if err := checkURL("baseUrl", sp.BaseURL, true); err != nil {
+			return err
+		}
+		return checkURL("pspUrl", sp.PSPURL, false)
+	case "ucp":
+		return checkURL("profileUrl", sp.ProfileURL, true)
+	}
+	return fmt.Errorf("%w: protocol must be acp or ucp", ErrInvalidMerchant)
+}
+
+// RegisterMerchant adds a merchant at an operator's call: the server
+// connects to it first (a UCP merchant is discovered and its version
+// negotiated; nothing is stored if that fails), seals its credentials,
+// stores the registration and records it (without secrets) in one
+// transaction.
+func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pay.OperatorCall) (MerchantView, error) {
+	if s.connect == nil {
+		return MerchantView{}, fmt.Errorf("%w: this server registers merchants in configuration only", ErrInvalidMerchant)
+	}
+	if err := checkSpec(sp, s.allowHTTP); err != nil {
+		return MerchantView{}, err
+	}
+	if _, err := s.Merchant(sp.ID); err == nil {
+		return MerchantView{}, fmt.Errorf("%w: %s", ErrMerchantExists, sp.ID)
+	}
+	m, err := s.connect(ctx, sp)
+	if err != nil {
+		return MerchantView{}, fmt.Errorf("%w: connecting to %s: %v", ErrMerchantUnavailable, sp.ID, err)
+	}
+	v := MerchantView{ID: sp.ID, Protocol: sp.Protocol, Version: m.Version(), BaseURL: sp.BaseURL, PSPURL: sp.PSPURL,
+		ProfileURL: sp.ProfileURL, HasAPIKey: sp.APIKey != "", Source: "operator", CreatedAt: s.now().UTC()}
+	st := storedMerchant{MerchantView: v}
+	if sp.APIKey != "" {
+		if st.APIKey, err = s.seal.Seal(sp.ID+"/api", sp.APIKey, s.rand); err != nil {
+			return MerchantView{}, err
+		}
+	}
+	if sp.PSPKey != "" {
+		if st.PSPKey, err = s.seal.Seal(sp.ID+"/psp", sp.PSPKey, s.rand); err != nil {
+			return MerchantView{}, err
+		}
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return MerchantView{}, err
+	}
+	err = s.log.Update(ctx, func(txn store.Txn) error {
+		if _, err := txn.Get([]byte(keyMerchant + sp.ID)); err == nil {
+			return fmt.Errorf("%w: %s", ErrMerchantExists, sp.ID)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		e, err := s.log.Append(txn, audit.Record{Type: EntryMerchantRegistered, Actor: audit.Actor{Kind: "operator", ID: call.Operator},
+			RequestID: call.RequestID, Rationale: call.Rationale, Data: data})
+		if err != nil {
+			return err
+		}
+		row := st
+		row.AuditSeq = e.Seq
+		b, err := json.Marshal(row)
+		if err != nil {
+			return err
+		}
+		v = row.MerchantView
+		return txn.Set([]byte(keyMerchant+sp.ID), b)
+	})
+	if err != nil {
+		return MerchantView{}, fmt.Errorf("commerce: register merchant: %w", err)
+	}
+	if err := s.add(sp.ID, m, v); err != nil {
+		return MerchantView{}, err
+	}
+	return v, nil
+}
+
+// loadRegistered adds the merchants operators registered, connecting each
+// on first use.
+func (s *Service) loadRegistered(ctx context.Context) error {
+	var rows []storedMerchant
+	err := s.st.View(ctx, func(r store.Reader) error {
+		it := r.Iterate([]byte(keyMerchant), store.PrefixEnd([]byte(keyMerchant)), false)
+		for it.Next() {
+			var row storedMerchant
+			if err := json.Unmarshal(it.Value(), &row); err != nil {
+				it.Close()
+				return err
+			}
+			rows = append(rows, row)
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("commerce: stored merchants: %w", err)
+	}
+	for _, row := range rows {
+		sp := MerchantSpec{ID: row.ID, Protocol: row.Protocol, BaseURL: row.BaseURL, PSPURL: row.PSPURL, ProfileURL: row.ProfileURL}
+		if row.APIKey != "" {
+			if sp.APIKey, err = s.seal.Open(row.ID+"/api", row.APIKey); err != nil {
+				return fmt.Errorf("commerce: merchant %s: %w", row.ID, err)
+			}
+		}
+		if row.PSPKey != "" {
+			if sp.PSPKey, err = s.seal.Open(row.ID+"/psp", row.PSPKey); err != nil {
+				return fmt.Errorf("commerce: merchant %s: %w", row.ID, err)
+			}
+		}
+		if s.connect == nil {
+			return fmt.Errorf("commerce: merchant %s is registered but the service has no Connect", row.ID)
+		}
+		if err := s.add(row.ID, &lazyMerchant{spec: sp, connect: s.connect}, row.MerchantView); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MerchantList lists the registry, configured and registered, by id.
+func (s *Service) MerchantList(context.Context) (MerchantPage, error) {
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	page := MerchantPage{Data: []MerchantView{}}
+	for id, v := range s.reg.views {
+		if m, err := s.Merchant(id); err == nil {
+			v.Version = m.Version()
+		}
+		page.Data = append(page.Data, v)
+	}
+	sort.Slice(page.Data, func(i, j int) bool { return page.Data[i].ID < page.Data[j].ID })
+	return page, nil
+}
+
+func newSealBox(key []byte) (*sealbox.Box, error) { return sealbox.New(key, nil, sealPurpose) }
