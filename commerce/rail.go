@@ -121,8 +121,9 @@ func (r *rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 // state, with the request the money path sent (its metadata names the
 // merchant and the checkout session, which the intent keeps durably): a
 // completed session is the order (completion under the same key answers it
-// again, never places another); an open one proves no order was placed,
-// which declines the intent and releases its reservation.
+// again, never places another); a canceled or expired one proves no order
+// was placed, which declines the intent and releases its reservation; an
+// open one is canceled first, since only then does it prove anything.
 func (r *rail) LookupRequest(ctx context.Context, req settle.SettleRequest) (settle.Settlement, error) {
 	if s, ok, err := r.s.settledOrder(ctx, req.Key); err != nil || ok {
 		return s, err
@@ -139,16 +140,42 @@ func (r *rail) LookupRequest(ctx context.Context, req settle.SettleRequest) (set
 	}
 	switch ct.Status {
 	case cart.StatusCompleted:
-		o, err := m.Complete(ctx, a.Cart, cart.Payment{Amount: a.Amount, Currency: a.Currency, IdempotencyKey: req.Key})
-		if err != nil {
-			return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: the session is completed but its order could not be read: %w", req.Key, err)
-		}
-		return r.s.placed(ctx, req.Key, a, m, o)
+		return r.orderOf(ctx, req.Key, a, m)
 	case cart.StatusInProgress, cart.StatusPending:
 		return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: completion still in progress at the merchant", req.Key)
-	default:
+	case cart.StatusCanceled, cart.StatusExpired:
 		return declined(req.Key, a, "not_completed", fmt.Sprintf("the merchant's session is %s: no order was placed", ct.RawStatus))
 	}
+	// An open session proves nothing yet: a completion sent before a crash
+	// may still be on its way to the merchant, with a payment credential
+	// that is still valid. Close the session first; only a closed session
+	// without an order proves that none will be placed.
+	closed, err := m.Cancel(ctx, a.Cart)
+	if err != nil {
+		// Refused: perhaps because the late completion just won. Look again.
+		again, gerr := m.Get(ctx, a.Cart)
+		if gerr == nil && again.Status == cart.StatusCompleted {
+			return r.orderOf(ctx, req.Key, a, m)
+		}
+		return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: closing the open session before declaring no order: %w", req.Key, err)
+	}
+	switch closed.Status {
+	case cart.StatusCompleted:
+		return r.orderOf(ctx, req.Key, a, m)
+	case cart.StatusCanceled, cart.StatusExpired:
+		return declined(req.Key, a, "not_completed", "the merchant's session was still open and is now canceled: no order was placed")
+	}
+	return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: the session is %s after cancelling it; asking again later", req.Key, closed.RawStatus)
+}
+
+// orderOf asks a completed session for its order, under the intent's
+// idempotency key (never a second completion), and records it.
+func (r *rail) orderOf(ctx context.Context, key string, a attempt, m cart.Merchant) (settle.Settlement, error) {
+	o, err := m.Complete(ctx, a.Cart, cart.Payment{Amount: a.Amount, Currency: a.Currency, IdempotencyKey: key})
+	if err != nil {
+		return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: the session is completed but its order could not be read: %w", key, err)
+	}
+	return r.s.placed(ctx, key, a, m, o)
 }
 
 // Lookup answers a purchase whose order is on file. Without the request it

@@ -401,6 +401,16 @@ func TestUnknownCompletionIsResolvedFromTheMerchant(t *testing.T) {
 	if page, _ := f.pay.Settling(t.Context(), "", 10); len(page.Data) != 0 {
 		t.Errorf("still settling after reconcile: %+v", page.Data)
 	}
+	// The failed one's session was closed before the purchase was declared
+	// failed: a completion still on its way (sent before a crash, with a
+	// credential still valid) can no longer place an order.
+	failedCart := page.Data[0].Metadata["cart"]
+	if page.Data[0].IdempotencyKey != "fails" {
+		failedCart = page.Data[1].Metadata["cart"]
+	}
+	if _, _, err := f.merchant.m.Complete(failedCart, "", "late", false); !errors.Is(err, fakemerchant.ErrClosed) {
+		t.Errorf("a late completion of the declined purchase: %v", err)
+	}
 	// The lost one is settled with its order, once; a retry replays it.
 	res, err := f.buy(f.purchase("lost", line("sku-book", 1)))
 	if err != nil || res.Outcome != pay.OutcomeSettled || res.Order == nil {
