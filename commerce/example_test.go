@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/countersign/countersign/commerce/acp"
 	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/commerce/fakemerchant"
+	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/settle"
@@ -81,4 +83,57 @@ func ExampleService_Buy() {
 	// Output:
 	// quoted: ready 3098 USD
 	// bought: settled 3098 merchant:shop 1
+}
+
+// An agent runtime embedding Countersign buys through a Client: it signs
+// each purchase with the agent's key and calls the same Service the server
+// runs.
+func ExampleClient() {
+	ctx := context.Background()
+	quiet := slog.New(slog.DiscardHandler)
+	// The UCP profile names the merchant's own address: start the server,
+	// then give the merchant its URL.
+	var merchant http.Handler
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { merchant.ServeHTTP(w, r) }))
+	defer srv.Close()
+	merchant = fakemerchant.New(&fakemerchant.Options{BaseURL: srv.URL}).UCPHandler()
+	shop, err := ucp.New(ctx, ucp.Options{ProfileURL: srv.URL + "/.well-known/ucp", MerchantID: "shop", HTTPClient: srv.Client()})
+	if err != nil {
+		panic(err)
+	}
+	st := memstore.New(nil)
+	lg, _ := audit.Open(ctx, st, ed25519.NewKeyFromSeed(make([]byte, 32)), &audit.Options{Logger: quiet})
+	svc, _ := commerce.New(commerce.Options{Store: st, Log: lg, Logger: quiet,
+		Merchants: []commerce.MerchantConfig{{ID: "shop", Merchant: shop}}})
+	rails := &settle.Registry{}
+	for _, r := range svc.Rails() {
+		_ = rails.Register(r)
+	}
+	opKey := ed25519.NewKeyFromSeed(make([]byte, 32))
+	mandates, _ := pay.NewMandateVerifier([]pay.OperatorKey{{KeyID: "op", Public: opKey.Public()}}, nil)
+	money, _ := pay.New(pay.Options{Store: st, Log: lg, Rails: rails, Mandates: mandates, Logger: quiet})
+	svc.SetPay(money)
+
+	agentKey := ed25519.NewKeyFromSeed(append(make([]byte, 31), 2))
+	now := time.Now().UTC().Truncate(time.Second)
+	mandate, _ := pay.SignMandate(pay.MandateClaims{ID: "mdt-ucp", Agent: hex.EncodeToString(agentKey.Public().(ed25519.PublicKey)),
+		IssuedAt: now, ExpiresAt: now.Add(time.Hour), Payees: []string{"merchant:shop"}, Currency: "USD",
+		PerTxCapMinor: 50_000, PerPeriodCapMinor: 100_000, Period: gate.Day, Rails: []string{"ucp"},
+		ConfirmAboveMinor: 20_000, IrreversibleConfirmAboveMinor: 20_000}, opKey, "op")
+
+	client, err := commerce.NewClient(svc, commerce.ClientOptions{AgentKey: agentKey, Mandate: mandate})
+	if err != nil {
+		panic(err)
+	}
+	q := commerce.QuoteRequest{Rail: "ucp", Merchant: "shop", Currency: "USD", Lines: []cart.LineRequest{{ID: "sku-book", Quantity: 1}}}
+	res, err := client.Buy(ctx, q, "", "book-1", "a book for the library")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Outcome, res.Order.Rail, res.Order.Total.Minor, res.Order.Receipt.Rail)
+	again, _ := client.Buy(ctx, q, "", "book-1", "a book for the library")
+	fmt.Println("replayed:", again.Replayed, again.Order.ID == res.Order.ID)
+	// Output:
+	// settled ucp 3000 ucp
+	// replayed: true true
 }
