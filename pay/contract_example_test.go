@@ -26,6 +26,7 @@ func ExampleContract() {
 	// operator.kill_switch POST /operator/kill-switch operator
 	// operator.breaker_reset POST /operator/circuit-breaker/reset operator
 	// operator.approvals GET /operator/approvals operator
+	// operator.settling GET /operator/settling operator
 	// mandate.revoke POST /protocol/mandate/revoke operator
 	// intent.malformed 400 fix-request
 	// intent.unauthorized 403 stop
