@@ -89,8 +89,11 @@ func (r *rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 	}
 	switch {
 	case ct.Status == cart.StatusCompleted:
-		// An earlier attempt under this key completed it; completing with
-		// the same key answers that order again.
+		// Settle runs once per intent (a resumed intent is resolved by
+		// LookupRequest, which never calls it again), so a completed
+		// session was completed by another purchase: paying it again could
+		// at best record money that never moved.
+		return declined(req.Key, a, "cart_completed", "the checkout session is already completed by another purchase")
 	case !ct.Ready():
 		return declined(req.Key, a, "cart_not_ready", fmt.Sprintf("the cart is %s at the merchant, not ready for payment", ct.RawStatus))
 	case ct.Totals.Total != req.Amount || ct.Currency != req.Currency:

@@ -419,12 +419,17 @@ func (s *Service) Buy(ctx context.Context, c pay.Caller, p PurchaseRequest, head
 		}
 	}
 	ct.Merchant = p.Merchant
-	if !ct.Ready() || ct.Currency != p.Currency {
+	// A completed cart goes on to the money path too: a replay of the
+	// purchase that completed it answers from the idempotency record, and
+	// any other purchase of it is declined by the rail (the session is
+	// closed). Every other status that is not ready stops here.
+	payable := ct.Ready() || ct.Status == cart.StatusCompleted
+	if !payable || ct.Currency != p.Currency {
 		// The read is recorded on its own: this request ends here.
 		if _, err := s.recordCart(ctx, EntryCartRead, &ct, agentActor(c), requestID); err != nil {
 			return nil, err
 		}
-		if !ct.Ready() {
+		if !payable {
 			return nil, &NotReadyError{Cart: ct}
 		}
 		return nil, fmt.Errorf("%w: the merchant priced the cart in %s, not %s", ErrMerchantRejected, ct.Currency, p.Currency)

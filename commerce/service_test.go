@@ -372,6 +372,20 @@ func TestBuyAuthorisesTheTotalAsReread(t *testing.T) {
 	if want := q.Totals.Total + 2*fakemerchant.PriceIncrease; res.Order.Total.Minor != want || res.Order.CartID != q.ID {
 		t.Errorf("order total %d, want the re-read %d", res.Order.Total.Minor, want)
 	}
+	// The cart is completed now; the same purchase again replays its order.
+	again, err := f.buy(p)
+	if err != nil || !again.Replayed || again.Order == nil || again.Order.ID != res.Order.ID {
+		t.Fatalf("replay of a purchase of a quoted cart: %v %+v", err, again)
+	}
+	// Another purchase of the completed cart moves no money.
+	other := f.purchase("surge-2", line("sku-surge", 2))
+	other.CartID = q.ID
+	if err := SignPurchase(&other, f.agentKey); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.buy(other); err != nil || res.Outcome != pay.OutcomeFailed || res.Failure.DeclineCode != "cart_completed" {
+		t.Fatalf("a second purchase of a completed cart: %v %+v", err, res)
+	}
 }
 
 func TestUnknownCompletionIsResolvedFromTheMerchant(t *testing.T) {
