@@ -171,8 +171,9 @@ operators.jwks.json   the public operator keys the server trusts (JWK Set)
 agent.jwk.json        a sample agent's PRIVATE key; its agent id is the hex public key
 agent-credential.txt  the bearer credential issued to that agent
 mandate.jws           a mandate from that operator to that agent: USD, any payee,
-                      every sandbox rail, per-payment cap 50,000, 1,000,000 a day,
-                      payments above 10,000 wait for an operator's approval
+                      every sandbox rail and the acp and ucp merchant rails,
+                      per-payment cap 50,000, 1,000,000 a day, payments above
+                      10,000 wait for an operator's approval
 record.pub            the record's verifier key (C2SP note verifier string)
 
 Pay 12.50 USD (settles at once, 200 with a Receipt):
@@ -188,6 +189,16 @@ Pay 250.00 USD (above 10,000 minor units: held for approval, 202):
       --agent-key %[1]s/agent.jwk.json --credential %[1]s/agent-credential.txt \
       --mandate %[1]s/mandate.jws --payee acct:seller.example \
       --amount 25000 --currency USD --rail sandbox-card
+
+Buy from the sandbox's fake merchants (sandbox-acp speaks ACP, sandbox-ucp UCP):
+
+  go run ./cmd/countersign buy --url %[2]s \
+      --agent-key %[1]s/agent.jwk.json --credential %[1]s/agent-credential.txt \
+      --mandate %[1]s/mandate.jws --merchant sandbox-acp --rail acp --line sku-mug:2
+
+This deployment's signed disclosure (Agent Disclosure Protocol), no credential:
+
+  curl -s %[2]s/.well-known/agent-disclosure
 
 Read the record and verify it with only the public key:
 
