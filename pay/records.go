@@ -107,6 +107,26 @@ type Failure struct {
 	AuditSeq    uint64 `json:"auditSeq"`
 }
 
+// UnknownOutcome describes a settlement whose outcome is not known: the
+// rail timed out, failed in a way that may have moved the money, or could
+// not be reached. The intent's status stays settling (the interface's
+// rule: an unknown outcome never becomes failed without a lookup); the
+// reconciler asks the rail again every minute, and an operator sees these
+// intents in GET /operator/settling.
+type UnknownOutcome struct {
+	// Since is when the first attempt without a definite answer ended;
+	// AuditSeq is the payment.outcome_unknown entry recording it.
+	Since    time.Time `json:"since"`
+	AuditSeq uint64    `json:"auditSeq"`
+	// Attempts counts settlement attempts and lookups that ended without
+	// a definite answer; LastAttemptAt and Reason describe the latest.
+	Attempts      int       `json:"attempts"`
+	LastAttemptAt time.Time `json:"lastAttemptAt"`
+	// Reason is one of unknown_outcome, rail_unavailable, timeout or
+	// no_definite_answer.
+	Reason string `json:"reason"`
+}
+
 // Result is the outcome of a payment request. Exactly one of Receipt,
 // Held, Denial and Failure is set, matching Outcome. A replay returns the
 // stored Result of the first request with Replayed set; RequestID is then
@@ -170,6 +190,10 @@ type Intent struct {
 	Receipt       *Receipt          `json:"receipt,omitempty"`
 	Approval      *Approval         `json:"approval,omitempty"`
 	Failure       *Failure          `json:"failure,omitempty"`
+	// UnknownOutcome is set while the intent is settling after an attempt
+	// that ended without a definite answer from the rail: the money may or
+	// may not have moved. It is cleared when the outcome is known.
+	UnknownOutcome *UnknownOutcome `json:"unknownOutcome,omitempty"`
 	RefundedMinor int64             `json:"refundedMinor"`
 	Refunds       []Refund          `json:"refunds"`
 	// PendingRefund is a refund sent to the rail whose answer is not

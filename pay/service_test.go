@@ -544,12 +544,14 @@ func TestDenialsTripBreaker(t *testing.T) {
 
 func TestUnknownOutcomeNeverFailsAndResumes(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		fault error
+		name   string
+		fault  error
+		reason string
 	}{
-		{"lost response after the money moved", fake.AfterMove(nil)},
-		{"lost request before the money moved", settle.ErrUnknownOutcome},
-		{"rail unavailable", settle.ErrUnavailable},
+		{"lost response after the money moved", fake.AfterMove(nil), UnknownReasonOutcome},
+		{"lost request before the money moved", settle.ErrUnknownOutcome, UnknownReasonOutcome},
+		{"rail unavailable", settle.ErrUnavailable, UnknownReasonUnavailable},
+		{"our deadline passed", context.DeadlineExceeded, UnknownReasonTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -564,9 +566,24 @@ func TestUnknownOutcomeNeverFailsAndResumes(t *testing.T) {
 			if in1.Status != StatusSettling {
 				t.Fatalf("status %s after unknown outcome, want settling", in1.Status)
 			}
+			u := in1.UnknownOutcome
+			if u == nil || u.Attempts != 1 || u.Reason != tc.reason || u.AuditSeq == 0 || u.Since.IsZero() {
+				t.Fatalf("unknownOutcome = %+v, want one attempt, reason %s, recorded", u, tc.reason)
+			}
+			if n := countType(h.entryTypes(), "payment.outcome_unknown"); n != 1 {
+				t.Fatalf("%d payment.outcome_unknown entries, want 1", n)
+			}
+			page, err := h.svc.Settling(ctx, "", 0)
+			if err != nil || len(page.Data) != 1 || page.Data[0].UnknownOutcome == nil {
+				t.Fatalf("operator's settling list: %+v %v", page, err)
+			}
 			res, err := h.pay(in)
 			if err != nil || res.Outcome != OutcomeSettled {
 				t.Fatalf("retry: %+v %v", res, err)
+			}
+			_ = h.st.View(ctx, func(r store.Reader) error { in1, err = getIntent(r, in1.ID); return err })
+			if in1.Status != StatusSettled || in1.UnknownOutcome != nil {
+				t.Fatalf("after settling: status %s, unknownOutcome %+v", in1.Status, in1.UnknownOutcome)
 			}
 			if n, _ := h.rail.Count(ctx); n != 1 {
 				t.Fatalf("ledger %d, want exactly one settlement", n)
@@ -575,6 +592,44 @@ func TestUnknownOutcomeNeverFailsAndResumes(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+func countType(types []string, want string) int {
+	n := 0
+	for _, t := range types {
+		if t == want {
+			n++
+		}
+	}
+	return n
+}
+
+// TestUnknownOutcomeIsRecordedOnce: a reconciler asking every minute
+// counts its attempts on the intent without adding an entry per attempt.
+func TestUnknownOutcomeIsRecordedOnce(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessConfig{rail: &fake.Options{Fault: func(op fake.Op, _ any) error {
+		return settle.ErrUnavailable
+	}}})
+	if _, err := h.pay(h.instruction("u1", 1250, nil)); !errors.Is(err, ErrRailUnavailable) {
+		t.Fatalf("pay: %v", err)
+	}
+	for range 3 {
+		rep, err := h.svc.Reconcile(ctx)
+		if err != nil || rep.StillSettling != 1 {
+			t.Fatalf("reconcile: %+v %v", rep, err)
+		}
+	}
+	page, err := h.svc.Settling(ctx, "", 0)
+	if err != nil || len(page.Data) != 1 {
+		t.Fatalf("settling: %+v %v", page, err)
+	}
+	if u := page.Data[0].UnknownOutcome; u == nil || u.Attempts != 4 || u.Reason != UnknownReasonUnavailable {
+		t.Fatalf("unknownOutcome = %+v, want 4 attempts", u)
+	}
+	if n := countType(h.entryTypes(), "payment.outcome_unknown"); n != 1 {
+		t.Fatalf("%d payment.outcome_unknown entries, want 1", n)
 	}
 }
 

@@ -179,14 +179,78 @@ func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, 
 		}
 		return res, nil
 	default:
-		// Unknown outcome or rail unavailable: stays settling.
+		// Unknown outcome or rail unavailable: stays settling, marked
+		// unknown so that an operator sees it (GET /operator/settling).
+		reason := unknownReason(callErr)
 		s.logger.WarnContext(ctx, "rail answer not definite; intent stays settling",
-			slog.String("intentId", in.ID), slog.String("rail", in.Terms.Rail), slog.Any("error", callErr))
-		if err := s.countFailure(ctx, "rail_unavailable:"+in.Terms.Rail, requestID); err != nil {
-			s.logger.ErrorContext(ctx, "counting a settlement failure", slog.Any("error", err))
+			slog.String("intentId", in.ID), slog.String("rail", in.Terms.Rail),
+			slog.String("reason", reason), slog.Any("error", callErr))
+		err := s.log.Update(ctx, func(txn store.Txn) error {
+			if err := s.bumpFailures(txn, "rail_unavailable:"+in.Terms.Rail, requestID); err != nil {
+				return err
+			}
+			return s.markUnknown(txn, in.ID, reason, requestID)
+		})
+		if err != nil {
+			s.logger.ErrorContext(ctx, "recording an unknown settlement outcome", slog.String("intentId", in.ID), slog.Any("error", err))
 		}
 		return nil, fmt.Errorf("%w (intent %s)", ErrRailUnavailable, in.ID)
 	}
+}
+
+// Reasons an outcome is unknown ([UnknownOutcome.Reason]).
+const (
+	UnknownReasonOutcome     = "unknown_outcome"  // the rail may have moved the money (timeout, 5xx, cut connection)
+	UnknownReasonUnavailable = "rail_unavailable" // the rail could not be reached or refused to answer now
+	UnknownReasonTimeout     = "timeout"          // our deadline passed before the rail answered
+	UnknownReasonNoAnswer    = "no_definite_answer"
+)
+
+// unknownReason classifies an answer that was neither settled nor
+// declined.
+func unknownReason(callErr error) string {
+	switch {
+	case errors.Is(callErr, context.DeadlineExceeded):
+		return UnknownReasonTimeout
+	case errors.Is(callErr, settle.ErrUnavailable):
+		return UnknownReasonUnavailable
+	case callErr != nil:
+		return UnknownReasonOutcome
+	default: // a Settlement of a status other than settled, pending or declined
+		return UnknownReasonNoAnswer
+	}
+}
+
+// markUnknown notes on a settling intent that another attempt ended
+// without a definite answer. The first one is recorded
+// (payment.outcome_unknown), so the record shows when the outcome became
+// unknown and why; later attempts only count, so a reconciler asking
+// every minute does not flood the record.
+func (s *Service) markUnknown(txn store.Txn, id, reason, requestID string) error {
+	cur, err := getIntent(txn, id)
+	if err != nil {
+		return err
+	}
+	if cur.Status != StatusSettling {
+		return nil
+	}
+	now := s.now().UTC().Truncate(time.Microsecond)
+	if cur.UnknownOutcome == nil {
+		data, err := json.Marshal(map[string]string{"rail": cur.Terms.Rail, "reason": reason})
+		if err != nil {
+			return err
+		}
+		e, err := s.append(txn, audit.Record{Type: "payment.outcome_unknown", IntentID: cur.ID, Actor: systemActor, RequestID: requestID, Data: data})
+		if err != nil {
+			return err
+		}
+		cur.UnknownOutcome = &UnknownOutcome{Since: now, AuditSeq: e.Seq}
+	}
+	u := cur.UnknownOutcome
+	u.Attempts++
+	u.LastAttemptAt, u.Reason = now, reason
+	cur.UpdatedAt = now
+	return putIntent(txn, cur)
 }
 
 // settledData is the data of a payment.settled entry: the receipt without
@@ -218,6 +282,7 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	}
 	rcpt.AuditSeq, rcpt.AuditHash = e.Seq, e.Hash
 	cur.Status, cur.Receipt, cur.ReservedMinor, cur.UpdatedAt = StatusSettled, &rcpt, 0, now
+	cur.UnknownOutcome = nil
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
@@ -257,6 +322,7 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 	}
 	f := &Failure{IntentID: cur.ID, Rail: cur.Terms.Rail, DeclineCode: code, Message: msg, AuditSeq: e.Seq}
 	cur.Status, cur.Failure, cur.UpdatedAt = StatusFailed, f, now
+	cur.UnknownOutcome = nil
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
@@ -322,10 +388,6 @@ func (s *Service) bumpFailures(txn store.Txn, reason, requestID string) error {
 		return s.tripBreaker(txn, &ctl, reason, requestID)
 	}
 	return putControl(txn, ctl)
-}
-
-func (s *Service) countFailure(ctx context.Context, reason, requestID string) error {
-	return s.log.Update(ctx, func(txn store.Txn) error { return s.bumpFailures(txn, reason, requestID) })
 }
 
 // ReconcileReport says what Reconcile did.
