@@ -186,16 +186,16 @@ type Intent struct {
 	MandateID      string        `json:"mandateId"`
 	Decision       gate.Decision `json:"decision"`
 	// Metadata travels with the settlement to the rail (see Signed).
-	Metadata      map[string]string `json:"metadata,omitempty"`
-	Receipt       *Receipt          `json:"receipt,omitempty"`
-	Approval      *Approval         `json:"approval,omitempty"`
-	Failure       *Failure          `json:"failure,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Receipt  *Receipt          `json:"receipt,omitempty"`
+	Approval *Approval         `json:"approval,omitempty"`
+	Failure  *Failure          `json:"failure,omitempty"`
 	// UnknownOutcome is set while the intent is settling after an attempt
 	// that ended without a definite answer from the rail: the money may or
 	// may not have moved. It is cleared when the outcome is known.
 	UnknownOutcome *UnknownOutcome `json:"unknownOutcome,omitempty"`
-	RefundedMinor int64             `json:"refundedMinor"`
-	Refunds       []Refund          `json:"refunds"`
+	RefundedMinor  int64           `json:"refundedMinor"`
+	Refunds        []Refund        `json:"refunds"`
 	// PendingRefund is a refund sent to the rail whose answer is not
 	// recorded yet; no other refund starts until it is.
 	PendingRefund *Refund `json:"pendingRefund,omitempty"`
