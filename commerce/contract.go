@@ -49,8 +49,10 @@ func Contract() contract.Part {
 				ID: "commerce.merchants.create", Method: "POST", Path: "/commerce/merchants",
 				Summary: "Register a merchant",
 				Description: "Registers a merchant agents may buy from: id, protocol (acp: base URL, bearer key, PSP; ucp: " +
-					"profile URL). The server connects first (a UCP merchant is discovered and its version negotiated) and " +
-					"stores nothing if that fails. Credentials are sealed at rest and never shown again, nor written to the record.",
+					"profile URL and, optionally, the merchant's response-signing keys to pin: every checkout answer must then " +
+					"carry a valid UCP 2026-04-08 signature by one of them). The server connects first (a UCP merchant is " +
+					"discovered and its version negotiated) and stores nothing if that fails. Credentials are sealed at rest and " +
+					"never shown again, nor written to the record; pinned keys are public and listed by key id and thumbprint.",
 				Credential: contract.CredentialOperator,
 				Body:       reflect.TypeFor[MerchantRequest](),
 				Responses:  []contract.Response{contract.JSON(201, "The registered merchant (no secrets).", reflect.TypeFor[MerchantView]())},
@@ -60,7 +62,7 @@ func Contract() contract.Part {
 			{
 				ID: "commerce.merchants.list", Method: "GET", Path: "/commerce/merchants",
 				Summary:     "The merchants agents may buy from",
-				Description: "The registry, by id: protocol, negotiated version, where it is reached, whether it came from configuration or an operator. Never a credential.",
+				Description: "The registry, by id: protocol, negotiated version, where it is reached, pinned signing keys (key id and thumbprint), whether it came from configuration or an operator. Never a credential.",
 				Credential:  contract.CredentialAgent,
 				Responses:   []contract.Response{contract.JSON(200, "The registry.", reflect.TypeFor[MerchantPage]())},
 				Problems:    []string{contract.CodeUnavailable},
@@ -68,7 +70,7 @@ func Contract() contract.Part {
 		},
 		Problems: []contract.ProblemType{
 			{Code: CodeInvalidMerchant, Status: 400, Title: "Invalid merchant registration", Action: contract.ActionFixRequest,
-				Description: "The id, protocol or URLs are malformed: an id of lowercase letters, digits, '-', '_' and '.'; acp needs an https baseUrl, ucp an https profileUrl."},
+				Description: "The id, protocol, URLs or signing keys are malformed: an id of lowercase letters, digits, '-', '_' and '.'; acp needs an https baseUrl, ucp an https profileUrl; signingKeys are EC P-256 or P-384 public JWKs with distinct kids, for a ucp merchant that speaks 2026-04-08 (ACP defines no response signatures)."},
 			{Code: CodeMerchantExists, Status: 409, Title: "Merchant already registered", Action: contract.ActionStop,
 				Description: "A merchant with this id is registered, in configuration or by an operator."},
 			{Code: CodeMerchantNotFound, Status: 404, Title: "Unknown merchant", Action: contract.ActionFixRequest,

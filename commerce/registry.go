@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/commerce/cart"
+	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/sealbox"
 	"github.com/countersign/countersign/pay"
@@ -43,7 +44,8 @@ const keyMerchant = "commerce/merchant/" // + id → storedMerchant
 
 // MerchantSpec is how to reach a merchant: what configuration lists and an
 // operator registers. APIKey and PSPKey are secrets: sealed at rest, never
-// shown again, never in the record.
+// shown again, never in the record. SigningKeys are public keys, stored as
+// given and listed by key id and thumbprint.
 type MerchantSpec struct {
 	ID       string `json:"id" validate:"required,max=64" doc:"Registry id: lowercase letters, digits, '-', '_' and '.'."`
 	Protocol string `json:"protocol" validate:"required,oneof=acp ucp" doc:"acp or ucp."`
@@ -53,8 +55,26 @@ type MerchantSpec struct {
 	APIKey  string `json:"apiKey,omitempty" validate:"omitempty,max=4096" doc:"ACP: the merchant's bearer key; sealed at rest, never shown again."`
 	PSPURL  string `json:"pspUrl,omitempty" validate:"omitempty,max=2000" doc:"ACP: the PSP's base URL (default baseUrl)."`
 	PSPKey  string `json:"pspKey,omitempty" validate:"omitempty,max=4096" doc:"ACP: the PSP's bearer key; sealed at rest."`
-	// UCP: the merchant's discovery profile.
-	ProfileURL string `json:"profileUrl,omitempty" validate:"omitempty,max=2000" doc:"UCP: the merchant's /.well-known/ucp."`
+	// UCP: the merchant's discovery profile, and the keys its answers must
+	// be signed with (2026-04-08 response signatures; see package ucp).
+	ProfileURL  string           `json:"profileUrl,omitempty" validate:"omitempty,max=2000" doc:"UCP: the merchant's /.well-known/ucp."`
+	SigningKeys []ucp.SigningKey `json:"signingKeys,omitempty" validate:"omitempty,max=16,dive" doc:"UCP 2026-04-08: the merchant's response-signing public keys (JWK, EC P-256 or P-384), pinned: every checkout answer must then carry a valid RFC 9421 signature by one of them, and the keys of the merchant's profile are not trusted. Refused for acp, and for a merchant that negotiates UCP 2026-01-11."`
+}
+
+// PinnedKey names a pinned response-signing key in listings and the record.
+type PinnedKey struct {
+	KeyID      string `json:"kid"`
+	Thumbprint string `json:"thumbprint" doc:"RFC 7638 SHA-256 JWK thumbprint, base64url."`
+}
+
+// pinnedKeys names keys for listings. The keys were checked.
+func pinnedKeys(keys []ucp.SigningKey) []PinnedKey {
+	var out []PinnedKey
+	for _, k := range keys {
+		tp, _ := k.Thumbprint()
+		out = append(out, PinnedKey{KeyID: k.Kid, Thumbprint: tp})
+	}
+	return out
 }
 
 // MerchantRequest is the body of POST /commerce/merchants.
@@ -65,16 +85,17 @@ type MerchantRequest struct {
 
 // MerchantView is a registered merchant as listed: never its secrets.
 type MerchantView struct {
-	ID         string    `json:"id"`
-	Protocol   string    `json:"protocol"`
-	Version    string    `json:"version,omitempty" doc:"The negotiated protocol version, once connected."`
-	BaseURL    string    `json:"baseUrl,omitempty"`
-	PSPURL     string    `json:"pspUrl,omitempty"`
-	ProfileURL string    `json:"profileUrl,omitempty"`
-	HasAPIKey  bool      `json:"hasApiKey"`
-	Source     string    `json:"source" doc:"configuration or operator."`
-	CreatedAt  time.Time `json:"createdAt,omitzero"`
-	AuditSeq   uint64    `json:"auditSeq,omitempty"`
+	ID          string      `json:"id"`
+	Protocol    string      `json:"protocol"`
+	Version     string      `json:"version,omitempty" doc:"The negotiated protocol version, once connected."`
+	BaseURL     string      `json:"baseUrl,omitempty"`
+	PSPURL      string      `json:"pspUrl,omitempty"`
+	ProfileURL  string      `json:"profileUrl,omitempty"`
+	HasAPIKey   bool        `json:"hasApiKey"`
+	SigningKeys []PinnedKey `json:"signingKeys,omitempty" doc:"UCP: the pinned response-signing keys, by key id and thumbprint."`
+	Source      string      `json:"source" doc:"configuration or operator."`
+	CreatedAt   time.Time   `json:"createdAt,omitzero"`
+	AuditSeq    uint64      `json:"auditSeq,omitempty"`
 }
 
 // MerchantPage lists the registry, ordered by id.
@@ -85,8 +106,9 @@ type MerchantPage struct {
 // storedMerchant is a registration at rest.
 type storedMerchant struct {
 	MerchantView
-	APIKey string `json:"apiKey,omitempty"` // sealed
-	PSPKey string `json:"pspKey,omitempty"` // sealed
+	APIKey     string           `json:"apiKey,omitempty"` // sealed
+	PSPKey     string           `json:"pspKey,omitempty"` // sealed
+	PinnedKeys []ucp.SigningKey `json:"pinnedKeys,omitempty"`
 }
 
 // registry holds what the service knows of each merchant beyond its
@@ -175,11 +197,17 @@ func checkSpec(sp MerchantSpec, allowHTTP bool) error {
 	}
 	switch sp.Protocol {
 	case "acp":
+		if len(sp.SigningKeys) > 0 {
+			return fmt.Errorf("%w: signingKeys: ACP defines no response signatures; keys are pinned for ucp merchants only", ErrInvalidMerchant)
+		}
 		if err := checkURL("baseUrl", sp.BaseURL, true); err != nil {
 			return err
 		}
 		return checkURL("pspUrl", sp.PSPURL, false)
 	case "ucp":
+		if err := ucp.CheckSigningKeys(sp.SigningKeys); err != nil {
+			return fmt.Errorf("%w: signingKeys: %v", ErrInvalidMerchant, err)
+		}
 		return checkURL("profileUrl", sp.ProfileURL, true)
 	}
 	return fmt.Errorf("%w: protocol must be acp or ucp", ErrInvalidMerchant)
@@ -201,12 +229,16 @@ func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pa
 		return MerchantView{}, fmt.Errorf("%w: %s", ErrMerchantExists, sp.ID)
 	}
 	m, err := s.connect(ctx, sp)
+	if errors.Is(err, ucp.ErrSignaturesUnsupported) {
+		return MerchantView{}, fmt.Errorf("%w: signingKeys: %w", ErrInvalidMerchant, err)
+	}
 	if err != nil {
 		return MerchantView{}, fmt.Errorf("%w: connecting to %s: %v", ErrMerchantUnavailable, sp.ID, err)
 	}
 	v := MerchantView{ID: sp.ID, Protocol: sp.Protocol, Version: m.Version(), BaseURL: sp.BaseURL, PSPURL: sp.PSPURL,
-		ProfileURL: sp.ProfileURL, HasAPIKey: sp.APIKey != "", Source: "operator", CreatedAt: s.now().UTC()}
-	st := storedMerchant{MerchantView: v}
+		ProfileURL: sp.ProfileURL, HasAPIKey: sp.APIKey != "", SigningKeys: pinnedKeys(sp.SigningKeys), Source: "operator",
+		CreatedAt: s.now().UTC()}
+	st := storedMerchant{MerchantView: v, PinnedKeys: sp.SigningKeys}
 	if sp.APIKey != "" {
 		if st.APIKey, err = s.seal.Seal(sp.ID+"/api", sp.APIKey, s.rand); err != nil {
 			return MerchantView{}, err
@@ -270,7 +302,8 @@ func (s *Service) loadRegistered(ctx context.Context) error {
 		return fmt.Errorf("commerce: stored merchants: %w", err)
 	}
 	for _, row := range rows {
-		sp := MerchantSpec{ID: row.ID, Protocol: row.Protocol, BaseURL: row.BaseURL, PSPURL: row.PSPURL, ProfileURL: row.ProfileURL}
+		sp := MerchantSpec{ID: row.ID, Protocol: row.Protocol, BaseURL: row.BaseURL, PSPURL: row.PSPURL, ProfileURL: row.ProfileURL,
+			SigningKeys: row.PinnedKeys}
 		if row.APIKey != "" {
 			if sp.APIKey, err = s.seal.Open(row.ID+"/api", row.APIKey); err != nil {
 				return fmt.Errorf("commerce: merchant %s: %w", row.ID, err)

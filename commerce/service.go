@@ -42,6 +42,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/commerce/cart"
+	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/sealbox"
 	"github.com/countersign/countersign/pay"
@@ -107,6 +108,23 @@ func (e *NotReadyError) ProblemExtensions() map[string]any {
 	}
 	return map[string]any{"cartId": e.Cart.ID, "cartStatus": e.Cart.Status, "merchantStatus": e.Cart.RawStatus,
 		"continueUrl": e.Cart.ContinueURL, "messages": msgs}
+}
+
+// signatureRefusedError is a merchant answer refused because its
+// signature does not satisfy the policy (UCP response signatures): the
+// problem commerce.merchant_invalid_response, with the check that failed
+// in its signatureRefused member (a 502 carries no detail).
+type signatureRefusedError struct {
+	err    error
+	reason string
+}
+
+func (e *signatureRefusedError) Error() string { return e.err.Error() }
+func (e *signatureRefusedError) Unwrap() error { return e.err }
+
+// ProblemExtensions names the failed check.
+func (e *signatureRefusedError) ProblemExtensions() map[string]any {
+	return map[string]any{"signatureRefused": e.reason}
 }
 
 // MerchantConfig registers one merchant.
@@ -223,7 +241,11 @@ func (s *Service) Register(m MerchantConfig) error {
 	if !validID(m.ID) || m.Merchant == nil {
 		return fmt.Errorf("commerce: merchant %q: an id of 1 to 64 lowercase letters, digits, '-', '_' or '.' and a client are required", m.ID)
 	}
-	return s.add(m.ID, m.Merchant, MerchantView{ID: m.ID, Protocol: m.Merchant.Protocol(), Source: "configuration"})
+	v := MerchantView{ID: m.ID, Protocol: m.Merchant.Protocol(), Source: "configuration"}
+	if p, ok := m.Merchant.(interface{ PinnedKeys() []ucp.SigningKey }); ok {
+		v.SigningKeys = pinnedKeys(p.PinnedKeys())
+	}
+	return s.add(m.ID, m.Merchant, v)
 }
 
 func (s *Service) add(id string, m cart.Merchant, v MerchantView) error {
@@ -287,6 +309,10 @@ func mapErr(op string, err error) error {
 	case errors.Is(err, cart.ErrNotFound):
 		return fmt.Errorf("%w (%s: %v)", ErrCartNotFound, op, err)
 	case errors.Is(err, cart.ErrInvalidResponse):
+		var se *ucp.SignatureError
+		if errors.As(err, &se) {
+			return &signatureRefusedError{err: fmt.Errorf("%w (%s: %v)", ErrMerchantInvalid, op, err), reason: se.Reason}
+		}
 		return fmt.Errorf("%w (%s: %v)", ErrMerchantInvalid, op, err)
 	case errors.Is(err, cart.ErrRejected), errors.Is(err, cart.ErrDeclined), errors.Is(err, cart.ErrNotReady):
 		return fmt.Errorf("%w (%s: %v)", ErrMerchantRejected, op, err)

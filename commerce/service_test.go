@@ -154,7 +154,7 @@ func newFixture(t testing.TB) *fixture {
 	f.caller = pay.Caller{KeyID: "ak_1", Agents: []string{agent}, Credential: gate.CredentialAPIKey}
 	f.mandate, err = pay.SignMandate(pay.MandateClaims{ID: "mdt-buy", Agent: agent,
 		IssuedAt: f.now().Add(-time.Hour), ExpiresAt: f.now().Add(24 * time.Hour),
-		Payees: []string{"merchant:shop", "merchant:zero", "acct:bench.example"}, Currency: "USD", PerTxCapMinor: 500_000,
+		Payees: []string{"merchant:shop", "merchant:zero", "merchant:ucpshop", "acct:bench.example"}, Currency: "USD", PerTxCapMinor: 500_000,
 		PerPeriodCapMinor: gate.MaxMinor, Period: gate.Day, Rails: []string{"acp", "ucp", fake.SandboxCard}, ConfirmAboveMinor: 100_000, IrreversibleConfirmAboveMinor: 100_000,
 	}, opKey, "op")
 	if err != nil {

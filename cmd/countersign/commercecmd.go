@@ -63,10 +63,14 @@ func openMerchants(ctx context.Context, path string, client *http.Client) ([]com
 func merchantClient(ctx context.Context, f commerce.MerchantSpec, client *http.Client) (cart.Merchant, error) {
 	switch f.Protocol {
 	case "acp":
+		if len(f.SigningKeys) > 0 {
+			return nil, errors.New("signingKeys: ACP defines no response signatures; keys are pinned for ucp merchants only")
+		}
 		return acp.New(acp.Options{BaseURL: f.BaseURL, APIKey: f.APIKey, PSPURL: f.PSPURL, PSPKey: f.PSPKey,
 			MerchantID: f.ID, HTTPClient: client})
 	case "ucp":
-		return ucp.New(ctx, ucp.Options{ProfileURL: f.ProfileURL, MerchantID: f.ID, HTTPClient: client})
+		// Pinned keys: every checkout answer must be signed by one of them.
+		return ucp.New(ctx, ucp.Options{ProfileURL: f.ProfileURL, MerchantID: f.ID, HTTPClient: client, SigningKeys: f.SigningKeys})
 	}
 	return nil, fmt.Errorf("protocol %q is not acp or ucp", f.Protocol)
 }
@@ -101,6 +105,11 @@ func startSandboxMerchants(ctx context.Context, client *http.Client, logger *slo
 		sm.servers = append(sm.servers, srv)
 		id := "sandbox-" + protocol
 		f := commerce.MerchantSpec{ID: id, Protocol: protocol, BaseURL: base, ProfileURL: base + "/.well-known/ucp"}
+		if protocol == "ucp" {
+			// The sandbox knows its merchant's key: pin it, so every answer
+			// is checked as an operator's pinned merchant's would be.
+			f.SigningKeys = []ucp.SigningKey{ucp.SigningKey(fm.SigningJWK())}
+		}
 		m, err := merchantClient(ctx, f, client)
 		if err != nil {
 			sm.close()
@@ -145,7 +154,10 @@ Runs a fake merchant for tests and demos: a real HTTP merchant speaking ACP
 2026-04-08, discovered at /.well-known/ucp), with a catalogue whose SKUs
 choose a scenario (sku-mug and sku-book are ready; sku-soldout,
 sku-age, sku-3ds, sku-declined, sku-slow, sku-5xx, sku-timeout,
-sku-expiring and sku-surge each fail or change as their names say).`
+sku-expiring, sku-surge, sku-badsig and sku-badsig-complete each fail or
+change as their names say). UCP 2026-04-08 answers are signed with a key
+generated at start; its public JWK is printed, for
+"operator merchant add --signing-key".`
 
 func cmdFakeMerchant(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("fake-merchant", fakeMerchantSynopsis, stderr)
@@ -172,6 +184,8 @@ func cmdFakeMerchant(ctx context.Context, args []string, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "fake %s merchant at %s\n", strings.ToUpper(*protocol), base)
 	if *protocol == "ucp" {
 		fmt.Fprintf(stdout, "  profile: %s/.well-known/ucp\n", base)
+		jwk, _ := json.Marshal(fm.SigningJWK())
+		fmt.Fprintf(stdout, "  signing key (public JWK): %s\n", jwk)
 	}
 	for _, it := range fakemerchant.Catalogue {
 		fmt.Fprintf(stdout, "  %-14s %-40s %8d  %s\n", it.SKU, it.Title, it.PriceMinor, it.Scenario)

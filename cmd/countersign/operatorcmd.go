@@ -43,7 +43,8 @@ characters); it is written into the record with your key id.
   counterparty list [--limit N] [--cursor C]
   revoke-identity --id AGENT|DISCLOSURE [--reason TEXT] --rationale R
   merchant add    --id ID --protocol acp|ucp (--merchant-url URL [--api-key-file F] [--psp-url URL]
-                  | --profile-url URL) --rationale R   register a merchant agents may buy from
+                  | --profile-url URL [--signing-key FILE]...) --rationale R
+                                                     register a merchant agents may buy from
   mandate         issue a mandate offline (no server): see "operator mandate -h"
 
 --base-url is the server's configured public base URL, which the signature
@@ -90,6 +91,8 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	apiKeyFile := fs.String("api-key-file", "", "ACP: a file holding the merchant's bearer key (sealed by the server, never shown again)")
 	pspURL := fs.String("psp-url", "", "ACP: the PSP's base URL (default the merchant's)")
 	profileURL := fs.String("profile-url", "", "UCP: the merchant's /.well-known/ucp")
+	var signingKeys fileList
+	fs.Var(&signingKeys, "signing-key", "UCP: a `file` holding the merchant's public response-signing key (a JWK, or a JSON array of JWKs) to pin; repeatable")
 	reason := fs.String("reason", "", "why the identity is revoked, for people reading the record")
 	kind := fs.String("kind", "", "counterparty kind: agent (default), merchant or service")
 	rails := fs.String("rails", "", "comma-separated rails the counterparty can be paid on")
@@ -160,6 +163,13 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			req["apiKey"] = strings.TrimSpace(string(k))
 		}
+		if len(signingKeys) > 0 {
+			keys, err := readSigningKeys(signingKeys)
+			if err != nil {
+				return err
+			}
+			req["signingKeys"] = keys
+		}
 		body = req
 	case "revoke-mandate":
 		op, method, path = "mandate.revoke", "POST", "/protocol/mandate/revoke"
@@ -169,6 +179,46 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errUsage
 	}
 	return c.do(ctx, op, method, path, body, stdout)
+}
+
+// fileList is a repeatable flag of file names.
+type fileList []string
+
+func (f *fileList) String() string     { return strings.Join(*f, ",") }
+func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+
+// readSigningKeys reads the public JWKs of files: each holds one JWK
+// object or a JSON array of them. The server checks each key; a private
+// key is refused here, before it leaves this machine.
+func readSigningKeys(files []string) ([]json.RawMessage, error) {
+	var keys []json.RawMessage
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("--signing-key: %w", err)
+		}
+		b = bytes.TrimSpace(b)
+		var batch []json.RawMessage
+		if len(b) > 0 && b[0] == '[' {
+			err = json.Unmarshal(b, &batch)
+		} else {
+			batch = []json.RawMessage{b}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--signing-key %s: %w", name, err)
+		}
+		for _, k := range batch {
+			var m map[string]any
+			if err := json.Unmarshal(k, &m); err != nil {
+				return nil, fmt.Errorf("--signing-key %s: not a JWK object: %w", name, err)
+			}
+			if _, private := m["d"]; private {
+				return nil, fmt.Errorf("--signing-key %s: holds a private key; give the merchant's public key", name)
+			}
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
 }
 
 func pageQuery(limit int, cursor string) string {

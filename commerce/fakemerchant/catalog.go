@@ -4,9 +4,11 @@
 // small catalogue whose SKUs choose a scenario: ready to pay, out of stock,
 // escalation with a continue URL, authentication required, a declined
 // payment, a slow merchant, a 5xx or a timeout on complete, expiry, a total
-// that changes between quote and buy. It behaves like a merchant, not like a
-// stub: sessions are stateful, completion is idempotent, and the failure
-// scenarios fail the way real merchants do.
+// that changes between quote and buy, UCP answers whose signature does not
+// verify. It behaves like a merchant, not like a stub: sessions are
+// stateful, completion is idempotent, UCP 2026-04-08 answers are signed
+// (RFC 9421) with a key its profile publishes, and the failure scenarios
+// fail the way real merchants do.
 package fakemerchant
 
 import "time"
@@ -47,6 +49,15 @@ const (
 	// ScenarioPriceChanges: the total grows by PriceIncrease minor units
 	// after the session was first read back (between quote and buy).
 	ScenarioPriceChanges Scenario = "price_changes"
+	// ScenarioBadSignature: UCP 2026-04-08 only — every answer about the
+	// session carries a signature that does not verify (the body is
+	// altered after signing). Otherwise ready. As an X-Fake-Scenario
+	// header it spoils the answer to that request, whatever it is.
+	ScenarioBadSignature Scenario = "bad-signature"
+	// ScenarioBadSignatureOnComplete: UCP 2026-04-08 only — the first
+	// completion places the order, but its answer carries a signature that
+	// does not verify; every other answer is signed properly.
+	ScenarioBadSignatureOnComplete Scenario = "bad-signature-on-complete"
 )
 
 // Item is one catalogue entry.
@@ -74,6 +85,8 @@ var Catalogue = []Item{
 	{SKU: "sku-timeout", Title: "Completion times out, then succeeded", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioTimeoutThenSuccess},
 	{SKU: "sku-expiring", Title: "Short-lived offer", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioExpires},
 	{SKU: "sku-surge", Title: "Surge-priced ticket", PriceMinor: 5_000, TaxBasisPts: 0, Scenario: ScenarioPriceChanges},
+	{SKU: "sku-badsig", Title: "Answers signed badly (UCP)", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioBadSignature},
+	{SKU: "sku-badsig-complete", Title: "Completion answer signed badly (UCP)", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioBadSignatureOnComplete},
 }
 
 // Timing and amounts of the scenarios (fields of Options override them).

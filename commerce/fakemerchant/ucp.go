@@ -1,14 +1,19 @@
 package fakemerchant
 
 import (
+	"bytes"
+	"crypto/elliptic"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/yaronf/httpsign"
 
 	"github.com/countersign/countersign/commerce/cart"
 )
@@ -57,6 +62,14 @@ const UCPHandlerID = "allowance"
 // complete_5xx answers 500; timeout_then_success completes, then holds the
 // answer for HangFor; expiry shows status canceled with expires_at past;
 // slow delays every answer about the session by SlowDelay.
+//
+// Every 2026-04-08 checkout answer (errors included) is signed as UCP's
+// REST binding says (RFC 9421 with httpsign): Content-Digest (sha-256 of
+// the body), and a signature "sig1" over @status, content-digest and
+// content-type with keyid and created, by Options.SigningKey, which the
+// 2026-04-08 profile publishes in signing_keys. The bad-signature
+// scenarios sign, then add one byte to the body (still the same JSON)
+// and recompute its Content-Digest: only the signature fails to verify.
 func (m *Merchant) UCPHandler(versions ...string) http.Handler {
 	if len(versions) == 0 {
 		versions = []string{UCP20260111, UCP20260408}
@@ -81,6 +94,7 @@ func (m *Merchant) UCPHandler(versions ...string) http.Handler {
 type ucpReplay struct {
 	status int
 	body   []byte
+	bad    bool
 }
 
 type ucpView struct {
@@ -94,13 +108,24 @@ type ucpView struct {
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // with resolves the version of the path and, for checkout operations,
-// checks the binding's mandatory headers.
+// checks the binding's mandatory headers and (2026-04-08) signs the answer.
 func (v *ucpView) with(checkout bool, h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ver := r.PathValue("version")
 		if !slices.Contains(v.versions, ver) {
 			protocolError(w, http.StatusNotFound, "version_unsupported", "this merchant does not speak UCP "+ver)
 			return
+		}
+		if checkout && ver != UCP20260111 {
+			sw := &signingWriter{h: http.Header{}}
+			sw.bad = Scenario(r.Header.Get("X-Fake-Scenario")) == ScenarioBadSignature
+			if id := r.PathValue("id"); id != "" {
+				if s, err := v.m.peek(id); err == nil && s.Scenario == ScenarioBadSignature {
+					sw.bad = true
+				}
+			}
+			defer v.m.signUCP(w, sw)
+			w = sw
 		}
 		if checkout {
 			if r.Header.Get("UCP-Agent") == "" {
@@ -192,7 +217,91 @@ func (v *ucpView) profile(ver string) map[string]any {
 	if len(older) > 0 {
 		u["supported_versions"] = older
 	}
-	return map[string]any{"ucp": u}
+	return map[string]any{"ucp": u, "signing_keys": v.m.publishedKeys()}
+}
+
+// signingWriter holds a checkout answer until it is signed whole.
+type signingWriter struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+	bad    bool // sign, then spoil (the bad-signature scenarios)
+}
+
+func (s *signingWriter) Header() http.Header { return s.h }
+
+func (s *signingWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+}
+
+func (s *signingWriter) Write(b []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return s.body.Write(b)
+}
+
+// spoil makes the answer being written through w carry a signature that
+// does not verify.
+func spoil(w http.ResponseWriter) {
+	if sw, ok := w.(*signingWriter); ok {
+		sw.bad = true
+	}
+}
+
+// signUCP signs the answer sw holds with the merchant's key and writes it
+// to w.
+func (m *Merchant) signUCP(w http.ResponseWriter, sw *signingWriter) {
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	body := sw.body.Bytes()
+	h := w.Header()
+	for k, vs := range sw.h {
+		h[k] = vs
+	}
+	fields := httpsign.Headers("@status")
+	if len(body) > 0 {
+		h.Set("Content-Digest", contentDigest(body))
+		fields = httpsign.Headers("@status", "content-digest", "content-type")
+	}
+	key, kid := m.signingKey()
+	cfg := httpsign.NewSignConfig().SignAlg(false).SetKeyID(kid)
+	newSigner := httpsign.NewP256Signer
+	if key.Curve == elliptic.P384() {
+		newSigner = httpsign.NewP384Signer
+	}
+	signer, err := newSigner(*key, cfg, fields)
+	var input, sig string
+	if err == nil {
+		input, sig, err = httpsign.SignResponse("sig1", *signer, &http.Response{StatusCode: status, Header: h}, nil)
+	}
+	if err != nil {
+		h.Del("Content-Digest")
+		http.Error(w, "fakemerchant: signing the answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h.Set("Signature-Input", input)
+	h.Set("Signature", sig)
+	if sw.bad && len(body) > 0 {
+		// One byte more after the first: the same JSON, a new digest, a
+		// signature over the old one.
+		body = append([]byte{body[0], ' '}, body[1:]...)
+		h.Set("Content-Digest", contentDigest(body))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// contentDigest is the RFC 9530 Content-Digest of body (sha-256).
+func contentDigest(body []byte) string {
+	rc := io.NopCloser(bytes.NewReader(body))
+	d, err := httpsign.GenerateContentDigestHeader(&rc, []string{httpsign.DigestSha256})
+	if err != nil {
+		panic("fakemerchant: content digest: " + err.Error()) // sha-256 is always known
+	}
+	return d
 }
 
 // ---- sessions ----
@@ -364,6 +473,9 @@ func (v *ucpView) create(w http.ResponseWriter, r *http.Request, ver string) {
 	rep, seen := v.creates[key]
 	v.mu.Unlock()
 	if seen {
+		if rep.bad {
+			spoil(w)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rep.status)
 		_, _ = w.Write(rep.body)
@@ -387,9 +499,13 @@ func (v *ucpView) create(w http.ResponseWriter, r *http.Request, ver string) {
 		s, _ = v.m.Update(s.ID, func(s *Session) error { s.Email = q.Buyer.Email; return nil })
 	}
 	v.m.Delay(r, s)
+	bad := s.Scenario == ScenarioBadSignature
+	if bad {
+		spoil(w)
+	}
 	body, _ := json.Marshal(v.checkout(ver, s))
 	v.mu.Lock()
-	v.creates[key] = ucpReplay{status: http.StatusCreated, body: body}
+	v.creates[key] = ucpReplay{status: http.StatusCreated, body: body, bad: bad}
 	v.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
@@ -510,6 +626,9 @@ func (v *ucpView) complete(w http.ResponseWriter, r *http.Request, ver string) {
 		return
 	}
 	_, hang, err := v.m.Complete(id, token, r.Header.Get("Idempotency-Key"), true)
+	if after, _ := v.m.peek(id); after.Scenario == ScenarioBadSignatureOnComplete && after.CompleteAttempts == 1 {
+		spoil(w)
+	}
 	if hang {
 		v.m.Hang(r)
 	}

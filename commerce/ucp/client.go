@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -47,6 +48,15 @@ type Options struct {
 	// Content-Digest, 2026-01-11 a Request-Signature header. Default: no
 	// signature (see the package doc).
 	Sign func(req *http.Request, body []byte) error
+	// SigningKeys pins the merchant's response-signing keys (public JWKs,
+	// EC P-256 or P-384): every checkout answer must then carry a
+	// signature by one of them that verifies, and the keys of the
+	// merchant's profile are not trusted. Without pinned keys a signed
+	// answer is verified against the profile's signing_keys and an
+	// unsigned one is accepted. Only 2026-04-08 defines response
+	// signatures: New refuses pinned keys for a merchant it negotiates
+	// 2026-01-11 with (ErrSignaturesUnsupported). See the package doc.
+	SigningKeys []SigningKey
 	// Logger receives debug records of refused answers. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -61,7 +71,18 @@ type Client struct {
 	profile  Profile
 	version  string
 	endpoint string
+
+	refreshMu sync.Mutex // one re-read of the profile's keys at a time
+	keysMu    sync.Mutex // guards the three below
+	keys      keyRing    // trusted response-signing keys (2026-04-08)
+	keysGen   uint64     // counts the rings
+	keysRead  time.Time  // when the profile's keys were read
 }
+
+// keyRefreshInterval: an unknown keyid makes the client read the profile's
+// signing_keys again (a merchant rotating its key publishes the new one
+// first), at most this often.
+const keyRefreshInterval = time.Minute
 
 var _ cart.Merchant = (*Client)(nil)
 
@@ -73,6 +94,7 @@ var _ cart.Merchant = (*Client)(nil)
 func New(ctx context.Context, opts Options) (*Client, error) {
 	o := opts
 	o.Versions = slices.Clone(opts.Versions)
+	o.SigningKeys = slices.Clone(opts.SigningKeys)
 	if o.HTTPClient == nil {
 		return nil, errors.New("ucp: new: Options.HTTPClient is required")
 	}
@@ -96,6 +118,13 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	var pinned keyRing
+	if len(o.SigningKeys) > 0 {
+		var err error
+		if pinned, err = pinnedRing(o.SigningKeys); err != nil {
+			return nil, fmt.Errorf("ucp: new: Options.SigningKeys: %w", err)
+		}
 	}
 	c := &Client{opts: o}
 	p, err := c.discover(ctx, o.ProfileURL)
@@ -122,9 +151,22 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if !isHTTPURL(p.Endpoint) {
 		return nil, fmt.Errorf("ucp: new: %w: merchant declares no REST endpoint for %s", cart.ErrInvalidResponse, ShoppingService)
 	}
+	switch {
+	case pinned.pinned && v != V20260408:
+		return nil, fmt.Errorf("ucp: new: %w: the merchant speaks UCP %s", ErrSignaturesUnsupported, v)
+	case pinned.pinned:
+		c.keys = pinned
+	default:
+		c.keys = profileRing(p.SigningKeys, o.Logger, o.MerchantID)
+	}
+	c.keysRead = o.Now()
 	c.profile, c.version, c.endpoint = p, v, strings.TrimSuffix(p.Endpoint, "/")
 	return c, nil
 }
+
+// PinnedKeys are the signing keys pinned for this merchant
+// (Options.SigningKeys), nil when none are.
+func (c *Client) PinnedKeys() []SigningKey { return slices.Clone(c.opts.SigningKeys) }
 
 func (c *Client) discover(ctx context.Context, u string) (Profile, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
@@ -370,7 +412,7 @@ func (c *Client) tokenize(ctx context.Context, h PaymentHandler, id string, p ca
 	if h.Identity != "" {
 		req.Binding.Identity = &Identity{AccessToken: h.Identity}
 	}
-	status, raw, err := c.send(ctx, http.MethodPost, h.TokenizeURL, req, "")
+	status, _, raw, err := c.send(ctx, http.MethodPost, h.TokenizeURL, req, "")
 	if err != nil {
 		return "", fmt.Errorf("tokenize: %w: %w", cart.ErrUnavailable, err)
 	}
@@ -410,14 +452,18 @@ const (
 // call sends one checkout operation and validates the answer. Errors are
 // mapped here, by operation: see the package doc.
 func (c *Client) call(ctx context.Context, o op, method, path string, body any, idemKey string) (decoded, error) {
-	status, raw, err := c.send(ctx, method, c.endpoint+path, body, idemKey)
+	status, hdr, raw, err := c.send(ctx, method, c.endpoint+path, body, idemKey)
 	if err != nil {
 		if o == opComplete {
 			return decoded{}, fmt.Errorf("%w: %w", cart.ErrUnknownOutcome, err)
 		}
 		return decoded{}, fmt.Errorf("%w: %w", cart.ErrUnavailable, err)
 	}
-	switch {
+	// The signature is checked on the raw bytes before anything of the
+	// answer is read, whatever its status: an answer that fails is used
+	// for nothing, not even its status code.
+	switch err = c.verify(ctx, status, hdr, raw); {
+	case err != nil:
 	case status >= 500:
 		if o == opComplete {
 			return decoded{}, fmt.Errorf("%w: HTTP %d", cart.ErrUnknownOutcome, status)
@@ -444,21 +490,72 @@ func (c *Client) call(ctx context.Context, o op, method, path string, body any, 
 	return decoded{}, err
 }
 
+// verify applies the signature policy to one checkout answer (see the
+// package doc). Only 2026-04-08 defines response signatures; a 5xx is used
+// for nothing but "try later", so it need not be signed even when keys are
+// pinned (a signed one must verify).
+func (c *Client) verify(ctx context.Context, status int, h http.Header, raw []byte) error {
+	if c.version != V20260408 {
+		return nil
+	}
+	ring, gen := c.ring()
+	err := verifyResponse(ring, ring.pinned && status < 500, c.opts.Now(), status, h, raw)
+	if err == nil || ring.pinned || !errors.Is(err, errUnknownKey) || !c.refreshKeys(ctx, gen) {
+		return err
+	}
+	ring, _ = c.ring()
+	return verifyResponse(ring, false, c.opts.Now(), status, h, raw)
+}
+
+func (c *Client) ring() (keyRing, uint64) {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
+	return c.keys, c.keysGen
+}
+
+// refreshKeys reads the profile's signing_keys again, unless they were
+// read less than keyRefreshInterval ago. It reports whether the ring
+// changed since generation gen (by this call or another).
+func (c *Client) refreshKeys(ctx context.Context, gen uint64) bool {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	c.keysMu.Lock()
+	changed, recent := c.keysGen != gen, c.opts.Now().Before(c.keysRead.Add(keyRefreshInterval))
+	c.keysMu.Unlock()
+	if changed || recent {
+		return changed
+	}
+	p, err := c.discover(ctx, c.profile.URL)
+	if err == nil && p.Version != c.version {
+		err = fmt.Errorf("%w: the profile now declares %s", cart.ErrInvalidResponse, p.Version)
+	}
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
+	c.keysRead = c.opts.Now()
+	if err != nil {
+		c.opts.Logger.DebugContext(ctx, "ucp: re-reading the merchant's signing keys", slog.String("merchant", c.opts.MerchantID), slog.Any("error", err))
+		return false
+	}
+	c.keys = profileRing(p.SigningKeys, c.opts.Logger, c.opts.MerchantID)
+	c.keysGen++
+	return true
+}
+
 // send makes one HTTP request with the binding's headers and returns the
-// status and the capped body.
-func (c *Client) send(ctx context.Context, method, u string, body any, idemKey string) (int, []byte, error) {
+// status, the headers and the capped body.
+func (c *Client) send(ctx context.Context, method, u string, body any, idemKey string) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	var buf []byte
 	if body != nil {
 		var err error
 		if buf, err = json.Marshal(body); err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(buf))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if body == nil {
 		req.Body, req.ContentLength = http.NoBody, 0
@@ -473,22 +570,22 @@ func (c *Client) send(ctx context.Context, method, u string, body any, idemKey s
 	}
 	if c.opts.Sign != nil {
 		if err := c.opts.Sign(req, buf); err != nil {
-			return 0, nil, fmt.Errorf("sign: %w", err)
+			return 0, nil, nil, fmt.Errorf("sign: %w", err)
 		}
 	}
 	resp, err := c.opts.HTTPClient.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, c.opts.MaxBody+1))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if int64(len(raw)) > c.opts.MaxBody {
-		return resp.StatusCode, nil, fmt.Errorf("%w: body larger than %d bytes", cart.ErrInvalidResponse, c.opts.MaxBody)
+		return resp.StatusCode, nil, nil, fmt.Errorf("%w: body larger than %d bytes", cart.ErrInvalidResponse, c.opts.MaxBody)
 	}
-	return resp.StatusCode, raw, nil
+	return resp.StatusCode, resp.Header, raw, nil
 }
 
 func (c *Client) agentHeader() string {

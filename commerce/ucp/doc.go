@@ -58,6 +58,43 @@
 // where it is [cart.ErrUnknownOutcome]; so is an invalid 2xx answer to
 // complete (it matches ErrInvalidResponse too).
 //
+// # Response signatures
+//
+// 2026-04-08 lets a merchant sign its answers (RFC 9421 over the REST
+// binding): a signature over @status and, with a body, content-digest
+// (RFC 9530, sha-256 of the raw bytes) and content-type, by an EC key
+// named by keyid (P-256/ES256 or P-384/ES384: the JWK's crv decides; the
+// value is raw r||s, never DER). Every checkout answer (create, get,
+// update, complete, cancel, errors included) is checked on its raw bytes
+// before any of it is read, status included:
+//
+//   - with Options.SigningKeys (keys an operator pinned) it must carry a
+//     signature by one of them that verifies, and the profile's keys are
+//     not trusted; an unsigned answer is refused, except a 5xx, which is
+//     used for nothing but "try later";
+//   - without, a signed answer must verify with a usable key of the
+//     profile's signing_keys (RSA keys, other curves, malformed keys and a
+//     kid published twice are skipped and logged at debug); an unsigned
+//     answer is accepted. A keyid the client does not know makes it read
+//     the profile's signing_keys again, at most once a minute (by
+//     Options.Now), and verify once more: a merchant rotating its key
+//     publishes the new one before signing with it.
+//
+// A signature passes when it names a trusted keyid, covers those
+// components (plain, without parameters), carries no alg but its key's,
+// has not expired (expires, judged by Options.Now; created is optional and
+// not judged: UCP leaves replay protection to idempotency keys) and
+// verifies; a Content-Digest, when present, must match the body. Of
+// several signatures (at most four) one must pass. A refusal is a
+// [*SignatureError], matching [ErrSignature] and [cart.ErrInvalidResponse],
+// that says which check failed; on complete it matches
+// [cart.ErrUnknownOutcome] too: the order may exist, so the answer is
+// neither an order nor a decline. 2026-01-11 defines no response
+// signatures: its answers are not checked, and New refuses pinned keys for
+// it ([ErrSignaturesUnsupported]). Profiles and the payment handler's
+// tokenization endpoint are not covered. The structured fields, the
+// signature base and the ECDSA check are github.com/yaronf/httpsign's.
+//
 // # Payment instrument
 //
 // Complete first re-reads the session: it must be ready_for_complete at

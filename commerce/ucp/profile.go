@@ -55,6 +55,9 @@ type Profile struct {
 	Capabilities []Capability
 	// PaymentHandlers are the payment handlers the profile declares.
 	PaymentHandlers []PaymentHandler
+	// SigningKeys are the public keys of signing_keys, as published (the
+	// client uses the usable ones, see the package doc).
+	SigningKeys []SigningKey
 }
 
 // Capability is one declared capability.
@@ -222,19 +225,28 @@ func checkSupportedVersions(c *checker, path string, u map[string]any) map[strin
 	return out
 }
 
-// checkSigningKeys checks signing_keys (the same in both versions).
-func checkSigningKeys(c *checker, root map[string]any) {
+// checkSigningKeys checks signing_keys (the same in both versions) and
+// returns them.
+func checkSigningKeys(c *checker, root map[string]any) []SigningKey {
 	keys, _ := c.array("$", root, "signing_keys", false)
+	out := make([]SigningKey, 0, len(keys))
 	for i, k := range keys {
 		p := idx("$.signing_keys", i)
 		m := c.object(p, k)
-		c.str(p, m, "kid", true)
-		c.str(p, m, "kty", true)
-		for _, f := range []string{"crv", "x", "y", "n", "e", "alg"} {
+		var sk SigningKey
+		sk.Kid, _ = c.str(p, m, "kid", true)
+		sk.Kty, _ = c.str(p, m, "kty", true)
+		sk.Crv, _ = c.str(p, m, "crv", false)
+		sk.X, _ = c.str(p, m, "x", false)
+		sk.Y, _ = c.str(p, m, "y", false)
+		for _, f := range []string{"n", "e"} {
 			c.str(p, m, f, false)
 		}
-		c.enum(p, m, "use", false, "sig", "enc")
+		sk.Alg, _ = c.str(p, m, "alg", false)
+		sk.Use, _ = c.enum(p, m, "use", false, "sig", "enc")
+		out = append(out, sk)
 	}
+	return out
 }
 
 // handlerConfig extracts the tokenization pattern's config.
@@ -287,7 +299,7 @@ func checkProfile0111(c *checker, root map[string]any) Profile {
 			p.PaymentHandlers = append(p.PaymentHandlers, checkHandler0111(c, idx("$.payment.handlers", i), h))
 		}
 	}
-	checkSigningKeys(c, root)
+	p.SigningKeys = checkSigningKeys(c, root)
 	p.SupportedVersions = map[string]string{}
 	return p
 }
@@ -334,7 +346,7 @@ func checkProfile0408(c *checker, root map[string]any) Profile {
 	p.Capabilities = svc.caps
 	p.PaymentHandlers = svc.handlers
 	p.SupportedVersions = checkSupportedVersions(c, "$.ucp", u)
-	checkSigningKeys(c, root)
+	p.SigningKeys = checkSigningKeys(c, root)
 	return p
 }
 

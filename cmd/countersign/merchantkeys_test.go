@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/commerce/fakemerchant"
+	"github.com/countersign/countersign/commerce/ucp"
+)
+
+// TestOperatorMerchantAddSigningKey pins a UCP merchant's response-signing
+// key with the CLI, as an operator would, and buys (quotes) through it: a
+// badly signed answer is refused with a clear problem. The sandbox's own
+// UCP merchant is pinned too.
+func TestOperatorMerchantAddSigningKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	base, stop := startServe(t, dir, "--sandbox-latency", "off")
+	defer stop()
+	sandbox := filepath.Join(dir, "sandbox")
+	alice := filepath.Join(sandbox, sandboxOperatorKey)
+
+	srv := httptest.NewUnstartedServer(nil)
+	fm := fakemerchant.New(&fakemerchant.Options{BaseURL: "http://" + srv.Listener.Addr().String()})
+	srv.Config.Handler = fm.UCPHandler()
+	srv.Start()
+	defer srv.Close()
+	keys := t.TempDir()
+	write := func(name string, v any) string {
+		b, _ := json.Marshal(v)
+		p := filepath.Join(keys, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	jwk := fm.SigningJWK()
+	one, list := write("shop.jwk.json", jwk), write("shop.jwks.json", []any{jwk})
+	private := write("private.jwk.json", map[string]string{"kid": "k", "kty": "EC", "crv": "P-256", "x": jwk.X, "y": jwk.Y, "d": jwk.X})
+
+	add := func(args ...string) cliResult {
+		return cli(t, append([]string{"operator", "merchant", "add", "--url", base, "--key", alice,
+			"--rationale", "pin the shop's signing key"}, args...)...)
+	}
+	r := add("--id", "signed-shop", "--protocol", "ucp", "--profile-url", srv.URL+"/.well-known/ucp", "--signing-key", one)
+	pinned, _ := r.body["signingKeys"].([]any)
+	if r.status != 201 || len(pinned) != 1 || pinned[0].(map[string]any)["kid"] != jwk.Kid || pinned[0].(map[string]any)["thumbprint"] == "" {
+		t.Fatalf("merchant add: %s", r.out)
+	}
+	if r := add("--id", "signed-shop-2", "--protocol", "ucp", "--profile-url", srv.URL+"/.well-known/ucp", "--signing-key", list); r.status != 201 {
+		t.Fatalf("merchant add with a JWK array: %s", r.out)
+	}
+	if r := add("--id", "acp-shop", "--protocol", "acp", "--merchant-url", "https://acp.example", "--signing-key", one); r.status != 400 ||
+		r.str("code") != "commerce.invalid_merchant" || !strings.Contains(r.str("detail"), "ACP defines no response signatures") {
+		t.Fatalf("signing key for an ACP merchant: %s", r.out)
+	}
+	if r := add("--id", "leaky", "--protocol", "ucp", "--profile-url", srv.URL+"/.well-known/ucp", "--signing-key", private); r.code == 0 ||
+		!strings.Contains(r.out, "private key") {
+		t.Fatalf("a private key: %s", r.out)
+	}
+
+	quote := func(merchant, sku string) cliResult {
+		return cli(t, "buy", "--quote", "--url", base, "--credential", filepath.Join(sandbox, sandboxCredential),
+			"--merchant", merchant, "--rail", "ucp", "--line", sku)
+	}
+	if r := quote("signed-shop", "sku-mug"); r.status != 200 || r.str("status") != "ready" {
+		t.Fatalf("quote from the pinned merchant: %s", r.out)
+	}
+	for _, m := range []string{"signed-shop", "sandbox-ucp"} {
+		if r := quote(m, "sku-badsig"); r.status != 502 || r.str("code") != "commerce.merchant_invalid_response" ||
+			!strings.Contains(r.str("signatureRefused"), "does not verify with key") {
+			t.Fatalf("%s: a badly signed answer: %s", m, r.out)
+		}
+	}
+	_, body := get(t, base+"/commerce/merchants", "Authorization", "Bearer "+strings.TrimSpace(readFile(t, filepath.Join(sandbox, sandboxCredential))))
+	var page struct {
+		Data []struct {
+			ID          string `json:"id"`
+			SigningKeys []struct {
+				Kid string `json:"kid"`
+			} `json:"signingKeys"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range page.Data {
+		if (m.ID == "sandbox-ucp" || m.ID == "signed-shop") != (len(m.SigningKeys) == 1) && m.ID != "signed-shop-2" {
+			t.Errorf("%s lists signing keys %v", m.ID, m.SigningKeys)
+		}
+	}
+}
+
+// TestMerchantsFileSigningKeys: --merchants accepts pinned keys for a UCP
+// merchant, refuses them for an ACP one, and refuses a malformed key.
+func TestMerchantsFileSigningKeys(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	fm := fakemerchant.New(&fakemerchant.Options{BaseURL: "http://" + srv.Listener.Addr().String()})
+	srv.Config.Handler = fm.UCPHandler()
+	srv.Start()
+	defer srv.Close()
+	key, _ := json.Marshal(fm.SigningJWK())
+	file := func(entries string) string {
+		p := filepath.Join(t.TempDir(), "merchants.json")
+		if err := os.WriteFile(p, []byte(entries), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ms, err := openMerchants(t.Context(), file(`[{"id":"shop","protocol":"ucp","profileUrl":"`+srv.URL+`/.well-known/ucp","signingKeys":[`+string(key)+`]}]`), srv.Client())
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("openMerchants: %v", err)
+	}
+	if pk, ok := ms[0].Merchant.(interface{ PinnedKeys() []ucp.SigningKey }); !ok || len(pk.PinnedKeys()) != 1 || pk.PinnedKeys()[0].Kid != fm.SigningJWK().Kid {
+		t.Fatalf("the client does not hold the pinned key: %T", ms[0].Merchant)
+	}
+	for name, entries := range map[string]string{
+		"acp":       `[{"id":"a","protocol":"acp","baseUrl":"https://acp.example","signingKeys":[` + string(key) + `]}]`,
+		"malformed": `[{"id":"shop","protocol":"ucp","profileUrl":"` + srv.URL + `/.well-known/ucp","signingKeys":[{"kid":"k","kty":"EC","crv":"P-256","x":"AA","y":"AA"}]}]`,
+		"private":   `[{"id":"shop","protocol":"ucp","profileUrl":"` + srv.URL + `/.well-known/ucp","signingKeys":[{"kid":"k","kty":"EC","crv":"P-256","x":"AA","y":"AA","d":"AA"}]}]`,
+	} {
+		if _, err := openMerchants(t.Context(), file(entries), srv.Client()); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
