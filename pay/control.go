@@ -219,6 +219,11 @@ func (s *Service) RevokeMandate(ctx context.Context, mandateID string, call Oper
 	return out, nil
 }
 
+// MandateRevoked reports whether an operator revoked the mandate id (see
+// [Service.RevokeMandate]). Every kind of operator-issued mandate shares
+// this one revocation list: package memory checks its mandates here too.
+func MandateRevoked(r store.Reader, mandateID string) (bool, error) { return isRevoked(r, mandateID) }
+
 func isRevoked(r store.Reader, mandateID string) (bool, error) {
 	_, err := r.Get([]byte(keyRevoked + mandateID))
 	if errors.Is(err, store.ErrNotFound) {

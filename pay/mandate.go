@@ -348,33 +348,43 @@ func SignMandate(c MandateClaims, key crypto.Signer, kid string) (string, error)
 	if err := c.Validate(); err != nil {
 		return "", fmt.Errorf("pay: sign mandate: %w", err)
 	}
-	if !validKeyID(kid) {
-		return "", errors.New("pay: sign mandate: kid must be 1 to 128 bytes of visible ASCII")
-	}
-	if key == nil {
-		return "", errors.New("pay: sign mandate: no key")
-	}
-	alg, err := operator.AlgForKey(key.Public())
-	if err != nil {
-		return "", fmt.Errorf("pay: sign mandate: %w", err)
-	}
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("pay: sign mandate: %w", err)
 	}
+	return SignOperatorToken(payload, MandateType, key, kid)
+}
+
+// SignOperatorToken signs payload as a compact JWS with the protected
+// header {"alg", "kid", "typ"}: the form of every token an operator issues
+// (spend mandates here, memory mandates in package memory). The key is an
+// Ed25519 key (alg EdDSA) or a P-256 ECDSA key (alg ES256); kid is 1 to 128
+// bytes of visible ASCII and must name the key in the server's operator
+// key set; typ tells the kinds of token apart.
+func SignOperatorToken(payload []byte, typ string, key crypto.Signer, kid string) (string, error) {
+	if !validKeyID(kid) {
+		return "", errors.New("pay: sign operator token: kid must be 1 to 128 bytes of visible ASCII")
+	}
+	if key == nil {
+		return "", errors.New("pay: sign operator token: no key")
+	}
+	alg, err := operator.AlgForKey(key.Public())
+	if err != nil {
+		return "", fmt.Errorf("pay: sign operator token: %w", err)
+	}
 	hdrs := jws.NewHeaders()
-	if err := hdrs.Set(jws.TypeKey, MandateType); err != nil {
-		return "", fmt.Errorf("pay: sign mandate: %w", err)
+	if err := hdrs.Set(jws.TypeKey, typ); err != nil {
+		return "", fmt.Errorf("pay: sign operator token: %w", err)
 	}
 	if err := hdrs.Set(jws.KeyIDKey, kid); err != nil {
-		return "", fmt.Errorf("pay: sign mandate: %w", err)
+		return "", fmt.Errorf("pay: sign operator token: %w", err)
 	}
 	tok, err := jws.Sign(payload, jws.WithKey(alg, key, jws.WithProtectedHeaders(hdrs)))
 	if err != nil {
-		return "", fmt.Errorf("pay: sign mandate: %w", err)
+		return "", fmt.Errorf("pay: sign operator token: %w", err)
 	}
 	if len(tok) > MaxMandateLen {
-		return "", fmt.Errorf("pay: sign mandate: token of %d bytes is longer than %d", len(tok), MaxMandateLen)
+		return "", fmt.Errorf("pay: sign operator token: token of %d bytes is longer than %d", len(tok), MaxMandateLen)
 	}
 	return string(tok), nil
 }
@@ -497,33 +507,9 @@ func (v *MandateVerifier) Verify(token string) (*Mandate, error) {
 		return m.clone(), nil
 	}
 
-	h, payload, _, err := splitCompact(token)
+	kid, claims, err := v.verifyToken(token, MandateType)
 	if err != nil {
-		return nil, unauthorized(ReasonMandateMalformed, err)
-	}
-	if payload == "" {
-		return nil, unauthorized(ReasonMandateMalformed, errors.New("the payload is detached"))
-	}
-	hdr, err := parseHeader(h)
-	if err != nil {
-		return nil, unauthorized(ReasonMandateMalformed, err)
-	}
-	if hdr.alg != jwa.EdDSA().String() && hdr.alg != jwa.ES256().String() {
-		return nil, unauthorized(ReasonMandateBadAlg, fmt.Errorf("alg %.20q", hdr.alg))
-	}
-	if hdr.typ != MandateType {
-		return nil, unauthorized(ReasonMandateWrongType, fmt.Errorf("typ %.40q", hdr.typ))
-	}
-	key, ok := v.keys[hdr.kid]
-	if !hdr.hasKid || !ok {
-		return nil, unauthorized(ReasonMandateUnknownKey, fmt.Errorf("kid %.40q", hdr.kid))
-	}
-	if hdr.alg != key.alg.String() {
-		return nil, unauthorized(ReasonMandateBadAlg, fmt.Errorf("alg %s for a key that uses %s", hdr.alg, key.alg))
-	}
-	claims, err := jws.Verify([]byte(token), jws.WithCompact(), jws.WithKey(key.alg, key.pub))
-	if err != nil {
-		return nil, unauthorized(ReasonMandateBadSignature, err)
+		return nil, err
 	}
 	var c MandateClaims
 	if err := json.Unmarshal(claims, &c); err != nil {
@@ -541,9 +527,55 @@ func (v *MandateVerifier) Verify(token string) (*Mandate, error) {
 	if c.Approvals == 0 {
 		c.Approvals = 1
 	}
-	m := &Mandate{ID: c.ID, KeyID: hdr.kid, TokenHash: sum, Claims: c}
+	m := &Mandate{ID: c.ID, KeyID: kid, TokenHash: sum, Claims: c}
 	v.cache.add(sum, m)
 	return m.clone(), nil
+}
+
+// VerifyToken checks a compact JWS that an operator key issued with the
+// given typ and returns the signing key's kid and the verified payload,
+// for tokens other than spend mandates (memory mandates). Its checks and
+// reasons are those of [MandateVerifier.Verify] up to the signature:
+// mandate_malformed, mandate_bad_alg, mandate_wrong_type,
+// mandate_unknown_key, mandate_bad_signature. The payload's claims, expiry
+// and revocation are the caller's to check. Nothing is cached.
+func (v *MandateVerifier) VerifyToken(token, typ string) (kid string, payload []byte, err error) {
+	if len(token) > MaxMandateLen {
+		return "", nil, unauthorized(ReasonMandateMalformed, fmt.Errorf("longer than %d bytes", MaxMandateLen))
+	}
+	return v.verifyToken(token, typ)
+}
+
+func (v *MandateVerifier) verifyToken(token, typ string) (string, []byte, error) {
+	h, payload, _, err := splitCompact(token)
+	if err != nil {
+		return "", nil, unauthorized(ReasonMandateMalformed, err)
+	}
+	if payload == "" {
+		return "", nil, unauthorized(ReasonMandateMalformed, errors.New("the payload is detached"))
+	}
+	hdr, err := parseHeader(h)
+	if err != nil {
+		return "", nil, unauthorized(ReasonMandateMalformed, err)
+	}
+	if hdr.alg != jwa.EdDSA().String() && hdr.alg != jwa.ES256().String() {
+		return "", nil, unauthorized(ReasonMandateBadAlg, fmt.Errorf("alg %.20q", hdr.alg))
+	}
+	if hdr.typ != typ {
+		return "", nil, unauthorized(ReasonMandateWrongType, fmt.Errorf("typ %.40q", hdr.typ))
+	}
+	key, ok := v.keys[hdr.kid]
+	if !hdr.hasKid || !ok {
+		return "", nil, unauthorized(ReasonMandateUnknownKey, fmt.Errorf("kid %.40q", hdr.kid))
+	}
+	if hdr.alg != key.alg.String() {
+		return "", nil, unauthorized(ReasonMandateBadAlg, fmt.Errorf("alg %s for a key that uses %s", hdr.alg, key.alg))
+	}
+	claims, err := jws.Verify([]byte(token), jws.WithCompact(), jws.WithKey(key.alg, key.pub))
+	if err != nil {
+		return "", nil, unauthorized(ReasonMandateBadSignature, err)
+	}
+	return hdr.kid, claims, nil
 }
 
 // mandateCache is a bounded LRU of verified mandates by token hash. Its
