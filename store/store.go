@@ -89,6 +89,16 @@ type Store interface {
 	Close() error
 }
 
+// Shredder is an optional interface of a [Store] that can purge deleted
+// data physically: after Shred returns nil, no file of the store holds a
+// value that was deleted from the given key spans (half-open, [lower,
+// upper)) before the call. Erasure (package memory) calls it after a
+// committed delete of secret material; a store without it keeps deleted
+// bytes until it reuses their space on its own.
+type Shredder interface {
+	Shred(ctx context.Context, spans [][2][]byte) error
+}
+
 // Reader reads from a snapshot or a transaction.
 type Reader interface {
 	// Get returns a copy of the value stored under key, or an error

@@ -46,10 +46,21 @@ func (s *Store) committer() {
 		select {
 		case req := <-s.reqs:
 			s.commitGroup(req)
+		case job := <-s.exclusive:
+			job.err = job.fn()
+			close(job.done)
 		case <-s.stop:
 			return
 		}
 	}
+}
+
+// exclusiveJob is work the committer runs between two groups, so that no
+// transaction commits while it runs.
+type exclusiveJob struct {
+	fn   func() error
+	err  error
+	done chan struct{}
 }
 
 // commitGroup runs first and whatever else is queued, up to maxGroup

@@ -145,6 +145,12 @@ type Store struct {
 	snapMu sync.Mutex
 	snap   *sharedSnapshot
 
+	// fs and dir locate the store's files, for Shred; exclusive carries
+	// jobs the committer runs between groups, while no transaction commits.
+	fs        vfs.FS
+	dir       string
+	exclusive chan *exclusiveJob
+
 	txns, groups atomic.Uint64
 
 	// testHookQueued, if set (by tests in this package), is called after a
@@ -202,6 +208,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s := &Store{
 		db:            db,
+		fs:            o.FS,
+		dir:           dir,
+		exclusive:     make(chan *exclusiveJob),
 		logger:        o.Logger,
 		maxGroup:      o.MaxGroup,
 		reqs:          make(chan *request, o.MaxGroup),
