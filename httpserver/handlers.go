@@ -66,6 +66,13 @@ func (s *server) endpoints() map[string]endpoint {
 		"identity.revoke":                rawEndpoint(s.identityRevoke),
 		"identity.rotate":                jsonEndpoint(s.identityRotate),
 
+		"memory.remember": rawEndpoint(s.memRemember),
+		"memory.recall":   jsonEndpoint(s.memRecall),
+		"memory.assemble": jsonEndpoint(s.memAssemble),
+		"memory.verify":   jsonEndpoint(s.memVerify),
+		"memory.forget":   jsonEndpoint(s.memForget),
+		"memory.taint":    jsonEndpoint(s.memTaint),
+
 		"openapi.get":  rawEndpoint(s.openAPI),
 		"asyncapi.get": rawEndpoint(s.asyncAPI),
 		"health.get":   jsonEndpoint(s.health),

@@ -48,6 +48,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/identity"
+	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
@@ -187,6 +188,7 @@ type matrixStack struct {
 	log      *audit.Log
 	keys     *auth.Keys
 	webhooks *webhook.Endpoints
+	memory   *memory.Service
 	refusals *refusalLog
 }
 
@@ -255,6 +257,10 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mem, err := memory.New(memory.Options{Store: st, Log: lg, Mandates: mandates, Now: matrixClock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL: matrixBase,
 		Logger:  quiet,
@@ -274,11 +280,12 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		AgentKeys:         keys,
 		Identity:          ident,
 		Commerce:          shop,
+		Memory:            mem,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, refusals: refusals}
+	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, memory: mem, refusals: refusals}
 }
 
 // wire is a request as it goes on the wire. It is a value so that one
@@ -396,6 +403,7 @@ type matrixFixture struct {
 	agentHex    string
 	mandate     string
 	mandateID   string
+	memMandate  string // a memory mandate over namespace "matrix" with every right
 	cred        string // the agent credential every agent route is called with
 	keyID       string // its key id
 	victimKeyID string // the key the revoke route revokes
@@ -455,6 +463,14 @@ func newMatrixFixture(t *testing.T) *matrixFixture {
 		Payees: []string{"*"}, Currency: "USD", PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000,
 		Period: gate.Day, Rails: []string{fake.SandboxCard}, ConfirmAboveMinor: 10_000,
 		IrreversibleConfirmAboveMinor: 10_000,
+	}, k.ops[0].priv, k.ops[0].kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fx.memMandate, err = memory.SignMandate(memory.MandateClaims{
+		ID: "mm-matrix", Agent: fx.agentHex, IssuedAt: matrixClock().Add(-time.Hour), ExpiresAt: matrixClock().Add(30 * 24 * time.Hour),
+		Namespace: "matrix", CanRead: true, CanWrite: true, CanErase: true,
 	}, k.ops[0].priv, k.ops[0].kid)
 	if err != nil {
 		t.Fatal(err)
@@ -627,7 +643,46 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		reflect.TypeFor[identity.RotateRequest](): func(testing.TB) any {
 			return identity.RotateRequest{Rationale: matrixRationale}
 		},
+		reflect.TypeFor[memory.RememberRequest](): func(testing.TB) any {
+			fx.idem++
+			return memory.RememberRequest{Mandate: fx.memMandate, IdempotencyKey: fmt.Sprintf("matrix-mem-%d", fx.idem),
+				Namespace: "matrix", Subject: "s", Kind: "note", Body: json.RawMessage(`"hello"`),
+				ValidFrom: matrixClock().Add(-time.Hour), Source: memory.Source{Kind: "agent", Ref: fx.agentHex}}
+		},
+		reflect.TypeFor[memory.RecallRequest](): func(testing.TB) any {
+			return memory.RecallRequest{Mandate: fx.memMandate, Namespace: "matrix"}
+		},
+		reflect.TypeFor[memory.AssembleRequest](): func(testing.TB) any {
+			return memory.AssembleRequest{Mandate: fx.memMandate, Namespace: "matrix", Budget: memory.Budget{MaxTokens: 1000}}
+		},
+		reflect.TypeFor[memory.VerifyRequest](): func(t testing.TB) any {
+			b, err := json.Marshal(fx.memRecord(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return memory.VerifyRequest{Artifact: b}
+		},
+		reflect.TypeFor[memory.ForgetRequest](): func(t testing.TB) any {
+			return memory.ForgetRequest{Mandate: fx.memMandate, RootID: fx.memRecord(t).Record.ID, Rationale: matrixRationale}
+		},
+		reflect.TypeFor[memory.TaintRequest](): func(testing.TB) any {
+			return memory.TaintRequest{Source: &memory.Source{Kind: "url", Ref: "https://untrusted.example"}, Rationale: matrixRationale}
+		},
 	}
+}
+
+// memRecord remembers a fresh record in-process (each forget erases one).
+func (fx *matrixFixture) memRecord(t testing.TB) memory.RecordArtifact {
+	t.Helper()
+	fx.idem++
+	r, err := fx.matrixStack.memory.Remember(t.Context(), memory.Caller{}, memory.RememberRequest{
+		Mandate: fx.memMandate, IdempotencyKey: fmt.Sprintf("matrix-mem-%d", fx.idem), Namespace: "matrix",
+		Subject: fmt.Sprintf("subject-%d", fx.idem), Kind: "note", Body: json.RawMessage(`{"n":1}`),
+		ValidFrom: matrixClock().Add(-time.Hour), Source: memory.Source{Kind: "tool", Ref: "matrix"}}, "req_seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Artifact
 }
 
 // opParam is one parameter an operation declares.

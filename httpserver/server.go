@@ -145,6 +145,9 @@ type Config struct {
 	// Commerce quotes and buys from merchants. Nil: those operations
 	// answer 500.
 	Commerce Commerce
+	// Memory is the bi-temporal memory store. Nil: those operations
+	// answer 500.
+	Memory Memory
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -173,6 +176,7 @@ type server struct {
 	deliveries WebhookDeliveries
 	identity   Identity
 	commerce   Commerce
+	memory     Memory
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -202,6 +206,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
 		limiter: cfg.Limiter, addrLimit: cfg.AddrLimiter, usage: cfg.Usage,
 		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries, identity: cfg.Identity, commerce: cfg.Commerce,
+		memory: cfg.Memory,
 	}
 	if s.model == nil {
 		s.model = product.Model()

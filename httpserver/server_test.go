@@ -135,8 +135,9 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 
 func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}})
-	cases := append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...)
+	mem := testMemory(t)
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc})
+	cases := append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...)
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
 			var p audit.Page
@@ -208,8 +209,9 @@ func TestRoutesRealLog(t *testing.T) {
 		}
 	}
 	m := testModel(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}})
-	runRouteCases(t, ts, m, append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...))
+	mem := testMemory(t)
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc})
+	runRouteCases(t, ts, m, append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...))
 
 	// The served entry and proof verify with the record's key alone.
 	w := ts.do(t, "GET", "/audit/entries/4?treeSize=5", nil)

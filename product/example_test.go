@@ -24,6 +24,7 @@ func ExampleDefinition() {
 	// webhook   7 operations  8 problem types 9 event kinds
 	// identity 10 operations 10 problem types 0 event kinds
 	// commerce  4 operations  8 problem types 0 event kinds
+	// memory    6 operations  8 problem types 0 event kinds
 	// product   4 operations  0 problem types 0 event kinds
 }
 
@@ -77,6 +78,12 @@ func ExampleModel() {
 	// POST /buy commerce.buy agent
 	// POST /commerce/merchants commerce.merchants.create operator
 	// GET /commerce/merchants commerce.merchants.list agent
+	// POST /memory/remember memory.remember agent
+	// POST /memory/recall memory.recall agent
+	// POST /memory/assemble memory.assemble agent
+	// POST /memory/verify memory.verify none
+	// POST /memory/forget memory.forget operator
+	// POST /memory/taint memory.taint operator
 	// GET /openapi.json openapi.get none
 	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none

@@ -42,6 +42,7 @@ import (
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/identity"
+	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/webhook"
 )
@@ -71,6 +72,7 @@ func Definition() contract.Definition {
 			webhook.Contract(),
 			identity.Contract(),
 			commerce.Contract(),
+			memory.Contract(),
 			served(),
 		},
 	}

@@ -36,6 +36,7 @@ Commands:
   audit bench        append synthetic entries to a data directory (load and crash testing)
   buy                quote or buy from a merchant (ACP or UCP) with an agent key
   fake-merchant      run a fake ACP or UCP merchant (tests and demos)
+  memory             remember, recall, assemble, verify offline; operator: mandate, forget, taint
   loadtest           measure POST /pay (load generator and a minimal baseline server)
   version            print the version
 
@@ -75,6 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdPay(ctx, args[1:], stdout, stderr)
 	case "buy":
 		err = cmdBuy(ctx, args[1:], stdout, stderr)
+	case "memory":
+		err = cmdMemory(ctx, args[1:], stdout, stderr)
 	case "fake-merchant":
 		err = cmdFakeMerchant(ctx, args[1:], stdout, stderr)
 	case "loadtest":

@@ -360,13 +360,18 @@ func cmdOperatorMandate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *out != "" {
-		if err := os.WriteFile(*out, []byte(tok+"\n"), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "wrote mandate %s to %s (expires %s)\n", *id, *out, claims.ExpiresAt.Format(time.RFC3339))
+	return emitMandate(stdout, "mandate", *id, tok, *out, claims.ExpiresAt)
+}
+
+// emitMandate prints a mandate token, or writes it to out and says so.
+func emitMandate(stdout io.Writer, what, id, tok, out string, expires time.Time) error {
+	if out == "" {
+		fmt.Fprintln(stdout, tok)
 		return nil
 	}
-	fmt.Fprintln(stdout, tok)
+	if err := os.WriteFile(out, []byte(tok+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s %s to %s (expires %s)\n", what, id, out, expires.Format(time.RFC3339))
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/settle/fake"
@@ -31,6 +32,7 @@ const (
 	sandboxAgentKey     = "agent.jwk.json"
 	sandboxCredential   = "agent-credential.txt"
 	sandboxMandate      = "mandate.jws"
+	sandboxMemMandate   = "memory-mandate.jws"
 	sandboxOperatorKID  = "op-sandbox"
 	sandboxMandateValid = 365 * 24 * time.Hour
 )
@@ -91,6 +93,20 @@ func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) erro
 			return err
 		}
 		if err := os.WriteFile(mandatePath, []byte(tok+"\n"), 0o644); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	memPath := filepath.Join(dir, sandboxMemMandate)
+	if _, err := os.Stat(memPath); errors.Is(err, os.ErrNotExist) {
+		now := time.Now().UTC().Truncate(time.Second)
+		tok, err := memory.SignMandate(memory.MandateClaims{
+			ID: "mm_sandbox_" + agentID[:12], Agent: agentID, IssuedAt: now, ExpiresAt: now.Add(sandboxMandateValid),
+			Namespace: "*", CanRead: true, CanWrite: true, CanErase: true,
+		}, op, sandboxOperatorKID)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(memPath, []byte(tok+"\n"), 0o644); err != nil {
 			return fmt.Errorf("sandbox: %w", err)
 		}
 	}
@@ -174,6 +190,9 @@ mandate.jws           a mandate from that operator to that agent: USD, any payee
                       every sandbox rail and the acp and ucp merchant rails,
                       per-payment cap 50,000, 1,000,000 a day, payments above
                       10,000 wait for an operator's approval
+memory-mandate.jws    a memory mandate from that operator to that agent: every
+                      namespace, read, write and erase (erasing also needs the
+                      operator's own signature)
 record.pub            the record's verifier key (C2SP note verifier string)
 
 Pay 12.50 USD (settles at once, 200 with a Receipt):
@@ -195,6 +214,16 @@ Buy from the sandbox's fake merchants (sandbox-acp speaks ACP, sandbox-ucp UCP):
   go run ./cmd/countersign buy --url %[2]s \
       --agent-key %[1]s/agent.jwk.json --credential %[1]s/agent-credential.txt \
       --mandate %[1]s/mandate.jws --merchant sandbox-acp --rail acp --line sku-mug:2
+
+Remember a fact, recall it, check what you got, erase it:
+
+  M="--url %[2]s --credential %[1]s/agent-credential.txt --mandate %[1]s/memory-mandate.jws"
+  go run ./cmd/countersign memory remember $M --namespace demo --subject user:ada --body '"Paris"' --out fact.json
+  go run ./cmd/countersign memory recall $M --namespace demo --subject user:ada --out page.json
+  go run ./cmd/countersign memory verify --key %[1]s/record.pub page.json
+  go run ./cmd/countersign memory forget --url %[2]s --key %[1]s/operator.jwk.json \
+      --mandate %[1]s/memory-mandate.jws --root $(grep -o 'mem_[0-9A-Z]*' fact.json | head -1) \
+      --rationale "Ada asked to be forgotten"
 
 This deployment's signed disclosure (Agent Disclosure Protocol), no credential:
 

@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/httpserver"
+	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
@@ -67,6 +68,7 @@ type serveConfig struct {
 	webhookSchedule    string
 
 	merchants           string
+	memoryUntrusted     string
 	identityKey         string
 	operatorID          string
 	deniabilityBoundary string
@@ -99,6 +101,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.sandboxLatency, "sandbox-latency", "", "sandbox rails' latency as `MIN-MAX` (e.g. 1ms-5ms) or \"off\"; default each rail's realistic latency")
 	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
 	fs.StringVar(&c.merchants, "merchants", "", "JSON `file` listing the merchants agents may buy from: [{id, protocol (acp|ucp), baseUrl, apiKey, pspUrl, pspKey, profileUrl}]; sandbox mode also starts and registers sandbox-acp and sandbox-ucp")
+	fs.StringVar(&c.memoryUntrusted, "memory-untrusted-sources", "", "comma-separated source `kinds` (agent, tool, url, operator, record) whose memory records are tainted when written (default: none; an operator can mark single sources with POST /memory/taint)")
 	fs.StringVar(&c.identityKey, "identity-key", "", "the deployment's ADP identity key `file` (Ed25519 JWK); default <data>/keys/identity.jwk.json, generated on first start")
 	fs.StringVar(&c.operatorID, "operator-id", "", "the deploying party's stable id, disclosed as operator.operatorId (default sandbox-operator in sandbox mode; required with --production)")
 	fs.StringVar(&c.deniabilityBoundary, "deniability-boundary", "", "what the operator is and is not accountable for, disclosed as operator.deniabilityBoundary (default: the boundary this software enforces)")
@@ -314,6 +317,12 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, err
 	}
 
+	mem, err := memory.New(memory.Options{Store: st, Log: lg, Mandates: mandates, SealKey: sealKey,
+		UntrustedSourceKinds: splitList(cfg.memoryUntrusted), Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("--memory-untrusted-sources: %w", err)
+	}
+
 	model := product.Model()
 	ident, err := openIdentity(ctx, cfg, st, lg, svc, model, opKeys, baseURL, origin, logger, outbound,
 		merchantDirectory{svc: shop})
@@ -339,6 +348,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		AgentKeys:         keys,
 		Identity:          ident,
 		Commerce:          shop,
+		Memory:            mem,
 	})
 	if err != nil {
 		return nil, err
