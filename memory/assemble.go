@@ -67,7 +67,7 @@ type AssembleRequest struct {
 
 // MaxCandidates is how many of the newest visible records Assemble
 // considers.
-const MaxCandidates = 500
+const MaxCandidates = 256
 
 const maxOmissions = 100
 

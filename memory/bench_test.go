@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 var benchRecords = flag.Int("memory.records", 1_000_000, "records in the benchmark store")
 
 var (
+	benchSeq  atomic.Int64
 	benchOnce sync.Once
 	benchFix  *fixture
 	benchDir  string
@@ -171,16 +173,11 @@ func BenchmarkAssemble8k(b *testing.B) {
 func BenchmarkRemember(b *testing.B) {
 	f := benchFixture(b)
 	tok := f.mandate("bench", nil)
-	var mu sync.Mutex
-	seq := 0
 	b.SetParallelism(16)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			mu.Lock()
-			seq++
-			i := seq
-			mu.Unlock()
+			i := benchSeq.Add(1) // across rounds: every remember is new, none a replay
 			_, err := f.svc.Remember(b.Context(), f.caller, RememberRequest{Mandate: tok, IdempotencyKey: fmt.Sprintf("bench-%d", i),
 				Namespace: "bench", Subject: fmt.Sprintf("new:%d", i), Kind: "note", Body: json.RawMessage(`{"n":1}`),
 				ValidFrom: t0, Source: Source{Kind: "agent", Ref: "bench"}}, "")
@@ -220,5 +217,8 @@ func BenchmarkForgetCascade1000(b *testing.B) {
 		if err != nil || len(p.Erased) != 1000 {
 			b.Fatalf("%d erased, %v", len(p.Erased), err)
 		}
+		b.StopTimer()
+		f.svc.WaitPurge() // the physical purge runs after the answer; not timed, not left running
+		b.StartTimer()
 	}
 }

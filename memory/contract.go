@@ -55,7 +55,7 @@ func Contract() contract.Part {
 			{
 				ID: "memory.assemble", Method: "POST", Path: "/memory/assemble",
 				Summary: "Assemble a context within a token budget",
-				Description: "Chooses, among the records recall would return (the newest 500), those relevant to the " +
+				Description: "Chooses, among the records recall would return (the newest 256), those relevant to the " +
 					"query (containing at least one of its terms), by the number of terms, then newest first, while they " +
 					"fit budget.maxTokens as the tokenizer counts (the default is a documented estimate: the larger of " +
 					"bytes/4 and words plus punctuation). Says what was left out and why (irrelevant, tainted, " +

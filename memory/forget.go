@@ -36,7 +36,8 @@ const MaxCascade = 100_000
 // canErase). In one transaction each record's body key, ciphertext,
 // stored fields and index entries are deleted, a tombstone keeps its id
 // and content digest, and memory.erased lists them. A store that can
-// purge deleted data physically is then asked to. The answer is the
+// purge deleted data physically is then asked to, in the background
+// ([Service.WaitPurge] waits for it). The answer is the
 // erasure proof: the erased ids and digests, the memory.erased entry, its
 // inclusion proof and a signed checkpoint.
 func (s *Service) Forget(ctx context.Context, q ForgetRequest, call OperatorCall) (ErasureProof, error) {
@@ -127,7 +128,14 @@ func (s *Service) Forget(ctx context.Context, q ForgetRequest, call OperatorCall
 	if err != nil {
 		return ErasureProof{}, err
 	}
-	s.shred(ctx, proof.Erased)
+	// The erasure is committed: nothing reads the records any more. The
+	// physical purge rewrites tables and can take seconds in a large store,
+	// so it runs after the answer; WaitPurge waits for it.
+	s.purges.Add(1)
+	go func(erased []Erased) {
+		defer s.purges.Done()
+		s.shred(context.WithoutCancel(ctx), erased)
+	}(proof.Erased)
 	proof.Entry = entry
 	if proof.Inclusion, err = s.log.Inclusion(ctx, entry.Seq, 0); err != nil {
 		return ErasureProof{}, fmt.Errorf("memory: forget: the erasure is recorded (entry %d) but its proof failed: %w", entry.Seq, err)
@@ -137,6 +145,10 @@ func (s *Service) Forget(ctx context.Context, q ForgetRequest, call OperatorCall
 	}
 	return proof, nil
 }
+
+// WaitPurge waits until the physical purges of every erasure answered so
+// far have finished (tests; a server waits before it closes its store).
+func (s *Service) WaitPurge() { s.purges.Wait() }
 
 // shred asks a store that can purge deleted data physically to do so for
 // the erased records' keys and ciphertexts. It is best effort: the data

@@ -124,7 +124,7 @@ func getStored(r store.Reader, id string) (*stored, error) {
 
 // index writes every index entry of a new record.
 func index(txn store.Txn, s *stored) error {
-	keys := [][]byte{nsKey(s), subjectKey(s), cat(sourcePrefix(s.Source), s.ID)}
+	keys := [][]byte{cat(sourcePrefix(s.Source), s.ID)}
 	if s.SupersededAt == nil {
 		keys = append(keys, currentKey(s))
 	}
@@ -136,7 +136,74 @@ func index(txn store.Txn, s *stored) error {
 			return err
 		}
 	}
+	return putStored(txn, s)
+}
+
+// putStored writes a record's stored fields and the summary its two
+// time-ordered index entries carry, which a recall filters on before it
+// reads the record: a subject's superseded versions and the records not
+// valid at the time asked cost one index entry each, not a read.
+func putStored(txn store.Txn, s *stored) error {
+	sum := summarize(s)
+	if err := txn.Set(nsKey(s), sum); err != nil {
+		return err
+	}
+	if err := txn.Set(subjectKey(s), sum); err != nil {
+		return err
+	}
 	return putJSON(txn, []byte(keyRecord+s.ID), s)
+}
+
+// Summary flags.
+const (
+	sumHasValidTo = 1 << iota
+	sumSuperseded
+	sumTainted
+)
+
+// summarize encodes what a recall filters on: flags, validFrom, validTo,
+// supersededAt (unix microseconds, big-endian) and the kind.
+func summarize(s *stored) []byte {
+	b := make([]byte, 25, 25+len(s.Kind))
+	var flags byte
+	binary.BigEndian.PutUint64(b[1:9], uint64(s.ValidFrom.UnixMicro()))
+	if s.ValidTo != nil {
+		flags |= sumHasValidTo
+		binary.BigEndian.PutUint64(b[9:17], uint64(s.ValidTo.UnixMicro()))
+	}
+	if s.SupersededAt != nil {
+		flags |= sumSuperseded
+		binary.BigEndian.PutUint64(b[17:25], uint64(s.SupersededAt.UnixMicro()))
+	}
+	if s.Taint != nil {
+		flags |= sumTainted
+	}
+	b[0] = flags
+	return append(b, s.Kind...)
+}
+
+// admitsSummary is view.admits on an index entry's summary (recordedAt is
+// already bounded by the scan). A summary it cannot read admits, so the
+// record itself decides.
+func (vw view) admitsSummary(b []byte) bool {
+	if len(b) < 25 {
+		return true
+	}
+	flags := b[0]
+	va, ta := vw.validAt.UnixMicro(), vw.txAt.UnixMicro()
+	if va < int64(binary.BigEndian.Uint64(b[1:9])) {
+		return false
+	}
+	if flags&sumHasValidTo != 0 && va >= int64(binary.BigEndian.Uint64(b[9:17])) {
+		return false
+	}
+	if flags&sumSuperseded != 0 && int64(binary.BigEndian.Uint64(b[17:25])) <= ta {
+		return false
+	}
+	if vw.excludeTainted && flags&sumTainted != 0 {
+		return false
+	}
+	return vw.kind == "" || string(b[25:]) == vw.kind
 }
 
 // unindex removes every trace of a record: its entry, body, key and index

@@ -146,6 +146,9 @@ func (s *Service) scan(r store.Reader, vw view, after []byte, fn func(st *stored
 	it := r.Iterate(lo, hi, true)
 	defer it.Close()
 	for it.Next() {
+		if !vw.admitsSummary(it.Value()) {
+			continue
+		}
 		pos := append([]byte(nil), it.Key()[len(prefix):]...)
 		id := string(pos[8:])
 		st, err := getStored(r, id)

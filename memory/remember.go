@@ -345,7 +345,7 @@ func (w *writer) remember(q *RememberRequest, validFrom time.Time, validTo *time
 		if err := w.txn.Delete(currentKey(o)); err != nil {
 			return Record{}, err
 		}
-		if err := putJSON(w.txn, []byte(keyRecord+o.ID), o); err != nil {
+		if err := putStored(w.txn, o); err != nil {
 			return Record{}, err
 		}
 		if o.Subject != q.Subject || stated[o.ID] {

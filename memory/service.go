@@ -2,6 +2,7 @@ package memory
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/audit"
@@ -66,6 +68,11 @@ type Service struct {
 	tok       Tokenizer
 	now       func() time.Time
 	logger    *slog.Logger
+
+	purges sync.WaitGroup // physical purges in flight (Forget)
+
+	cacheMu sync.Mutex
+	cache   map[[32]byte]*Mandate // verified mandates by token hash; never modified once cached
 }
 
 // New returns the memory store over opts.Store.
@@ -78,7 +85,8 @@ func New(opts Options) (*Service, error) {
 		return nil, fmt.Errorf("memory: new: %w", err)
 	}
 	s := &Service{st: opts.Store, log: opts.Log, mandates: opts.Mandates, box: box,
-		untrusted: map[string]bool{}, tok: opts.Tokenizer, now: opts.Now, logger: opts.Logger}
+		untrusted: map[string]bool{}, tok: opts.Tokenizer, now: opts.Now, logger: opts.Logger,
+		cache: map[[32]byte]*Mandate{}}
 	for _, k := range opts.UntrustedSourceKinds {
 		switch k {
 		case "agent", "tool", "url", "operator", "record":
@@ -139,6 +147,49 @@ func (s *Service) authorize(token string, c *Caller, ns string, need right) (*Ma
 	if token == "" {
 		return nil, refusedMandate("mandate_missing", nil)
 	}
+	m, err := s.verifyMandate(token)
+	if err != nil {
+		return nil, err
+	}
+	claims := m.Claims
+	now := s.now()
+	if !now.Before(claims.ExpiresAt) {
+		return nil, refusedMandate("mandate_expired", nil)
+	}
+	if claims.IssuedAt.After(now.Add(pay.DefaultIssuedAtSkew)) {
+		return nil, refusedMandate("mandate_not_yet_valid", nil)
+	}
+	if c != nil && !c.mayActFor(claims.Agent) {
+		return nil, refusedMandate("agent_not_permitted", nil)
+	}
+	if !m.covers(ns) {
+		return nil, &Error{code: CodeRightMissing, reason: "namespace",
+			msg: fmt.Sprintf("the mandate grants no rights over namespace %q", ns)}
+	}
+	granted := map[right]bool{rightRead: claims.CanRead, rightWrite: claims.CanWrite, rightErase: claims.CanErase}[need]
+	if !granted {
+		return nil, &Error{code: CodeRightMissing, reason: need.String(),
+			msg: fmt.Sprintf("the mandate does not grant %s", need)}
+	}
+	return m, nil
+}
+
+// maxCachedMandates bounds the verified-mandate cache; when it is full it
+// starts over (a mandate costs one signature check to verify again).
+const maxCachedMandates = 4096
+
+// verifyMandate checks a token's signature and claims once: mandates are
+// immutable, so a verified one is cached by the SHA-256 of the token.
+// Time, subject, namespace, rights and revocation are checked on every
+// use by the caller.
+func (s *Service) verifyMandate(token string) (*Mandate, error) {
+	sum := sha256.Sum256([]byte(token))
+	s.cacheMu.Lock()
+	m, ok := s.cache[sum]
+	s.cacheMu.Unlock()
+	if ok {
+		return m, nil
+	}
 	kid, payload, err := s.mandates.VerifyToken(token, MandateType)
 	if err != nil {
 		var ue *pay.UnauthorizedError
@@ -154,26 +205,13 @@ func (s *Service) authorize(token string, c *Caller, ns string, need right) (*Ma
 	if err := claims.Validate(); err != nil {
 		return nil, refusedMandate("mandate_invalid_claims", err)
 	}
-	now := s.now()
-	if !now.Before(claims.ExpiresAt) {
-		return nil, refusedMandate("mandate_expired", nil)
+	m = &Mandate{KeyID: kid, Claims: claims}
+	s.cacheMu.Lock()
+	if len(s.cache) >= maxCachedMandates {
+		clear(s.cache)
 	}
-	if claims.IssuedAt.After(now.Add(pay.DefaultIssuedAtSkew)) {
-		return nil, refusedMandate("mandate_not_yet_valid", nil)
-	}
-	m := &Mandate{KeyID: kid, Claims: claims}
-	if c != nil && !c.mayActFor(claims.Agent) {
-		return nil, refusedMandate("agent_not_permitted", nil)
-	}
-	if !m.covers(ns) {
-		return nil, &Error{code: CodeRightMissing, reason: "namespace",
-			msg: fmt.Sprintf("the mandate grants no rights over namespace %q", ns)}
-	}
-	granted := map[right]bool{rightRead: claims.CanRead, rightWrite: claims.CanWrite, rightErase: claims.CanErase}[need]
-	if !granted {
-		return nil, &Error{code: CodeRightMissing, reason: need.String(),
-			msg: fmt.Sprintf("the mandate does not grant %s", need)}
-	}
+	s.cache[sum] = m
+	s.cacheMu.Unlock()
 	return m, nil
 }
 

@@ -60,6 +60,7 @@ func TestForgetLeavesNoBytes(t *testing.T) {
 	if len(proof.Erased) != 2 {
 		t.Fatalf("erased %v", proof.Erased)
 	}
+	f.svc.WaitPurge()
 	raw, _ := json.Marshal(proof)
 	if !Verify(f.svc.VerifierKey(), raw).Holds {
 		t.Fatal("the erasure proof does not verify")

@@ -103,7 +103,7 @@ func (s *Service) Taint(ctx context.Context, q TaintRequest, call OperatorCall) 
 				if err := w.taint(st, sd.reason, sd.origin); err != nil {
 					return err
 				}
-				if err := putJSON(txn, []byte(keyRecord+st.ID), st); err != nil {
+				if err := putStored(txn, st); err != nil {
 					return err
 				}
 				out.Tainted = append(out.Tainted, st.ID)

@@ -149,6 +149,7 @@ type server struct {
 	usage    *auth.Usage
 	dpop     *auth.DPoPVerifier
 	webhooks *webhook.Dispatcher
+	memory   *memory.Service
 	http     *http.Server
 
 	stop context.CancelFunc // stops the background work
@@ -374,6 +375,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		ops:    opVerifier,
 		usage:  usage,
 		dpop:   dpop,
+		memory: mem,
 		stop:   stop,
 		http: &http.Server{
 			Handler:           h,
@@ -522,6 +524,7 @@ func (s *server) close() {
 	}
 	cancel()
 	s.shops.close()
+	s.memory.WaitPurge() // erasures' physical purges finish before the store closes
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing store", slog.Any("error", err))
 	}
