@@ -465,3 +465,52 @@ func skipValue(b []byte, i int) (int, bool) {
 		return i, true
 	}
 }
+
+// AppendCanonical appends e's RFC 8785 (JCS) form, hash and sig included,
+// to b: what jcs.Transform of e's JSON gives, written directly. e.Data
+// must be canonical, as every entry the log serves holds it; a Data that
+// was re-encoded with escapes since (\u003c for '<') is canonicalized
+// here first.
+func AppendCanonical(b []byte, e *Entry) ([]byte, error) {
+	data := e.Data
+	if bytes.IndexByte(data, '\\') >= 0 {
+		c, err := canonicalData(data)
+		if err != nil {
+			return nil, err
+		}
+		data = c
+	}
+	b = append(b, `{"actor":{"id":`...)
+	b = jcsenc.AppendString(b, e.Actor.ID)
+	b = append(b, `,"kind":`...)
+	b = jcsenc.AppendString(b, e.Actor.Kind)
+	b = append(b, `},"at":`...)
+	b = jcsenc.AppendString(b, e.At)
+	if len(data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	b = append(b, `,"hash":`...)
+	b = jcsenc.AppendString(b, e.Hash)
+	if e.IntentID != "" {
+		b = append(b, `,"intentId":`...)
+		b = jcsenc.AppendString(b, e.IntentID)
+	}
+	b = append(b, `,"prev":`...)
+	b = jcsenc.AppendString(b, e.Prev)
+	if e.Rationale != "" {
+		b = append(b, `,"rationale":`...)
+		b = jcsenc.AppendString(b, e.Rationale)
+	}
+	if e.RequestID != "" {
+		b = append(b, `,"requestId":`...)
+		b = jcsenc.AppendString(b, e.RequestID)
+	}
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"sig":`...)
+	b = jcsenc.AppendString(b, e.Sig)
+	b = append(b, `,"type":`...)
+	b = jcsenc.AppendString(b, e.Type)
+	return append(b, '}'), nil
+}

@@ -42,6 +42,7 @@ type stored struct {
 	Edges        []Edge      `json:"edges,omitempty"`
 	Taint        *Taint      `json:"taint,omitempty"`
 	Digest       string      `json:"digest"`
+	BodyJCS      bool        `json:"bodyJcs,omitempty"` // the body is stored in RFC 8785 form
 	Salt         string      `json:"salt"`
 	Entry        audit.Entry `json:"entry"` // the memory.recorded entry (digests only)
 }

@@ -23,6 +23,10 @@ type Record struct {
 	Edges        []Edge     `json:"edges" doc:"Links to other records: derived_from, cites, supersedes."`
 	Taint        *Taint     `json:"taint" doc:"Set when the record, its source or a record it derives from or cites is untrusted; null otherwise."`
 	Seal         Seal       `json:"seal"`
+
+	// bodyCanonical says Body is already in RFC 8785 form (most bodies
+	// are), so signing can copy it instead of canonicalizing it.
+	bodyCanonical bool
 }
 
 // Source says who or what asserted a record.

@@ -437,9 +437,14 @@ func (w *writer) write(sp writeSpec) (Record, error) {
 		return Record{}, err
 	}
 	rec.Seal.Entry = e
+	canon, err := jcs.Transform(sp.body)
+	if err != nil {
+		return Record{}, invalid("body", "is not canonicalizable JSON: %v", err)
+	}
+	rec.bodyCanonical = bytes.Equal(canon, sp.body)
 	st := &stored{ID: rec.ID, Namespace: rec.Namespace, Subject: rec.Subject, Kind: rec.Kind,
 		ValidFrom: rec.ValidFrom, ValidTo: rec.ValidTo, RecordedAt: rec.RecordedAt, Source: rec.Source,
-		Edges: rec.Edges, Digest: rec.Seal.ContentDigest, Salt: salt, Entry: e}
+		Edges: rec.Edges, Digest: rec.Seal.ContentDigest, Salt: salt, Entry: e, BodyJCS: rec.bodyCanonical}
 	var reason, origin string
 	marked, err := w.s.sourceUntrusted(w.txn, sp.source)
 	if err != nil {

@@ -277,14 +277,14 @@ func (s *Service) hydrate(r store.Reader, st *stored) (Record, error) {
 		ID: st.ID, Namespace: st.Namespace, Subject: st.Subject, Kind: st.Kind, Body: body,
 		ValidFrom: st.ValidFrom, ValidTo: st.ValidTo, RecordedAt: st.RecordedAt, SupersededAt: st.SupersededAt,
 		Source: st.Source, Edges: st.Edges, Taint: st.Taint,
-		Seal: Seal{ContentDigest: st.Digest, Salt: st.Salt, Entry: st.Entry},
+		Seal: Seal{ContentDigest: st.Digest, Salt: st.Salt, Entry: st.Entry}, bodyCanonical: st.BodyJCS,
 	}, nil
 }
 
 // sign fills an artifact's signature: the record key's statement over
 // the SHA-256 of the artifact's canonical JSON without its signature.
 func (s *Service) sign(kind string, v any, set func(string)) error {
-	d, err := canonicalDigest(v)
+	d, err := artifactDigest(v)
 	if err != nil {
 		return fmt.Errorf("memory: sign %s: %w", kind, err)
 	}
@@ -297,5 +297,7 @@ func (s *Service) sign(kind string, v any, set func(string)) error {
 }
 
 func hexDigest(d [32]byte) string { return hex.EncodeToString(d[:]) }
+
+func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 func newID() string { return ids.New(ids.Memory) }
