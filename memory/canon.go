@@ -47,6 +47,57 @@ func appendOptStr(b []byte, name string, v *string) []byte {
 	return appendStr(b, name, *v)
 }
 
+// appendContentJCS writes what a record's content digest covers (see
+// Record.content): body (canon, its RFC 8785 form), edges, id, kind,
+// namespace, recordedAt, salt, source, subject, validFrom, validTo.
+func appendContentJCS(b []byte, r *Record, canon []byte) []byte {
+	b = append(b, `{"body":`...)
+	b = append(b, canon...)
+	b = appendEdges(b, r.Edges)
+	b = appendStr(b, "id", r.ID)
+	b = append(b, ',')
+	b = appendStr(b, "kind", r.Kind)
+	b = append(b, ',')
+	b = appendStr(b, "namespace", r.Namespace)
+	b = append(b, ',')
+	b = appendStr(b, "recordedAt", formatTime(r.RecordedAt))
+	b = append(b, ',')
+	b = appendStr(b, "salt", r.Seal.Salt)
+	b = append(b, ',')
+	b = appendSource(b, r.Source)
+	b = appendStr(b, "subject", r.Subject)
+	b = append(b, ',')
+	b = appendStr(b, "validFrom", formatTime(r.ValidFrom))
+	b = append(b, ',')
+	b = appendOptStr(b, "validTo", optTime(r.ValidTo))
+	return append(b, '}')
+}
+
+// appendEdges writes `,"edges":[...],`.
+func appendEdges(b []byte, edges []Edge) []byte {
+	b = append(b, `,"edges":[`...)
+	for i, e := range edges {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		b = appendStr(b, "to", e.To)
+		b = append(b, ',')
+		b = appendStr(b, "type", e.Type)
+		b = append(b, '}')
+	}
+	return append(b, "],"...)
+}
+
+// appendSource writes `"source":{...},`.
+func appendSource(b []byte, s Source) []byte {
+	b = append(b, `"source":{`...)
+	b = appendStr(b, "kind", s.Kind)
+	b = append(b, ',')
+	b = appendStr(b, "ref", s.Ref)
+	return append(b, "},"...)
+}
+
 // appendRecordJCS writes a record: body, edges, id, kind, namespace,
 // recordedAt, seal, source, subject, supersededAt, taint, validFrom,
 // validTo. The body must be canonical (Remember stores it so).
@@ -61,18 +112,7 @@ func appendRecordJCS(b []byte, r *Record) ([]byte, error) {
 		}
 		b = append(b, c...)
 	}
-	b = append(b, `,"edges":[`...)
-	for i, e := range r.Edges {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '{')
-		b = appendStr(b, "to", e.To)
-		b = append(b, ',')
-		b = appendStr(b, "type", e.Type)
-		b = append(b, '}')
-	}
-	b = append(b, "],"...)
+	b = appendEdges(b, r.Edges)
 	b = appendStr(b, "id", r.ID)
 	b = append(b, ',')
 	b = appendStr(b, "kind", r.Kind)
@@ -89,11 +129,8 @@ func appendRecordJCS(b []byte, r *Record) ([]byte, error) {
 	}
 	b = append(b, ',')
 	b = appendStr(b, "salt", r.Seal.Salt)
-	b = append(b, `},"source":{`...)
-	b = appendStr(b, "kind", r.Source.Kind)
-	b = append(b, ',')
-	b = appendStr(b, "ref", r.Source.Ref)
 	b = append(b, "},"...)
+	b = appendSource(b, r.Source)
 	b = appendStr(b, "subject", r.Subject)
 	b = append(b, ',')
 	b = appendOptStr(b, "supersededAt", optTime(r.SupersededAt))

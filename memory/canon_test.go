@@ -36,6 +36,15 @@ func TestCanonicalMatchesJCS(t *testing.T) {
 		}
 		last = r.Artifact.Record
 		check(t, &r.Artifact)
+		// The content digest, written directly, is the general
+		// canonicaliser's digest of the documented content.
+		want, err := canonicalDigest(last.content())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := contentDigest(&last); got != hexDigest(want) || last.Seal.ContentDigest != got {
+			t.Fatalf("content digest of %s: direct %s, sealed %s, JCS %s", body, got, last.Seal.ContentDigest, hexDigest(want))
+		}
 	}
 	if _, err := f.svc.Taint(t.Context(), TaintRequest{Source: &Source{Kind: "url", Ref: "https://x.example/?a=1&b=<2>"}, Rationale: "found to be wrong"}, f.op()); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,8 @@ type RememberRequest struct {
 	ValidTo        *time.Time      `json:"validTo,omitempty" doc:"When it stopped being true; omit or null for open-ended. After validFrom."`
 	Source         Source          `json:"source" validate:"required"`
 	Edges          []Edge          `json:"edges,omitempty" validate:"max=32,dive" doc:"Links to existing records of the namespace."`
+
+	canonBody []byte // Body's RFC 8785 form, set by validate
 }
 
 // Remembered is what Remember answers: the sealed record and whether it
@@ -59,9 +62,11 @@ func (q *RememberRequest) validate() error {
 	// JSON has not (a number beyond a double, a lone surrogate, a member
 	// given twice): refuse it here as the client's fault, not later as a
 	// server error.
-	if _, err := jcs.Transform(q.Body); err != nil {
+	canon, err := jcs.Transform(q.Body)
+	if err != nil {
 		return invalid("body", "has no RFC 8785 canonical form: %v", err)
 	}
+	q.canonBody = canon
 	if q.ValidFrom.IsZero() {
 		return invalid("validFrom", "is required")
 	}
@@ -96,15 +101,18 @@ func (q *RememberRequest) validate() error {
 
 // requestDigest identifies a remember for idempotency: every field but
 // the mandate (a renewed mandate may carry a retry).
+// The body is taken in its RFC 8785 form, so a retry that spells it
+// differently is the same request; the rest is encoding/json's
+// deterministic encoding of the struct. validate must have run.
 func (q *RememberRequest) digest() (string, error) {
 	c := *q
 	c.Mandate = ""
-	c.Body = compactJSON(q.Body)
-	d, err := canonicalDigest(c)
+	c.Body = q.canonBody
+	b, err := json.Marshal(c)
 	if err != nil {
 		return "", err
 	}
-	return hexDigest(d), nil
+	return hexDigest(sha256.Sum256(b)), nil
 }
 
 func compactJSON(b json.RawMessage) json.RawMessage {
@@ -379,7 +387,7 @@ func (w *writer) remember(q *RememberRequest, validFrom time.Time, validTo *time
 		}
 	}
 
-	rec, err := w.write(writeSpec{ns: q.Namespace, subject: q.Subject, kind: q.Kind, body: q.Body,
+	rec, err := w.write(writeSpec{ns: q.Namespace, subject: q.Subject, kind: q.Kind, body: q.Body, canon: q.canonBody,
 		from: validFrom, to: validTo, source: q.Source, edges: edges, inherit: inherit})
 	if err != nil {
 		return Record{}, err
@@ -409,6 +417,7 @@ func taintedOrNil(o *stored) *stored {
 type writeSpec struct {
 	ns, subject, kind string
 	body              []byte
+	canon             []byte // body's RFC 8785 form, when already known
 	from              time.Time
 	to                *time.Time
 	source            Source
@@ -429,19 +438,19 @@ func (w *writer) write(sp writeSpec) (Record, error) {
 	if rec.Edges == nil {
 		rec.Edges = []Edge{}
 	}
-	if rec.Seal.ContentDigest, err = contentDigest(&rec); err != nil {
-		return Record{}, err
+	canon := sp.canon
+	if canon == nil {
+		if canon, err = jcs.Transform(sp.body); err != nil {
+			return Record{}, invalid("body", "is not canonicalizable JSON: %v", err)
+		}
 	}
+	rec.bodyCanonical = bytes.Equal(canon, sp.body)
+	rec.Seal.ContentDigest = hexDigest(sha256.Sum256(appendContentJCS(nil, &rec, canon)))
 	e, err := w.append(EntryRecorded, recordedData{ID: rec.ID, Namespace: rec.Namespace, ContentDigest: rec.Seal.ContentDigest})
 	if err != nil {
 		return Record{}, err
 	}
 	rec.Seal.Entry = e
-	canon, err := jcs.Transform(sp.body)
-	if err != nil {
-		return Record{}, invalid("body", "is not canonicalizable JSON: %v", err)
-	}
-	rec.bodyCanonical = bytes.Equal(canon, sp.body)
 	st := &stored{ID: rec.ID, Namespace: rec.Namespace, Subject: rec.Subject, Kind: rec.Kind,
 		ValidFrom: rec.ValidFrom, ValidTo: rec.ValidTo, RecordedAt: rec.RecordedAt, Source: rec.Source,
 		Edges: rec.Edges, Digest: rec.Seal.ContentDigest, Salt: salt, Entry: e, BodyJCS: rec.bodyCanonical}

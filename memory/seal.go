@@ -43,10 +43,11 @@ func canonicalDigest(v any) ([32]byte, error) {
 
 // contentDigest is a record's Seal.ContentDigest.
 func contentDigest(r *Record) (string, error) {
-	d, err := canonicalDigest(r.content())
+	canon, err := jcs.Transform(r.Body)
 	if err != nil {
-		return "", fmt.Errorf("memory: content digest: %w", err)
+		return "", fmt.Errorf("memory: content digest: body: %w", err)
 	}
+	d := sha256.Sum256(appendContentJCS(nil, r, canon))
 	return hex.EncodeToString(d[:]), nil
 }
 
