@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,10 @@ import (
 // records/10 subjects, each version superseding the last (a history in
 // transaction time). Building a million takes a minute or two; it is not
 // part of the default test run (benchmarks never are).
-var benchRecords = flag.Int("memory.records", 1_000_000, "records in the benchmark store")
+var (
+	benchRecords = flag.Int("memory.records", 1_000_000, "records in the benchmark store")
+	benchWriters = flag.Int("memory.writers", 128, "concurrent writers of BenchmarkRemember")
+)
 
 var (
 	benchSeq  atomic.Int64
@@ -168,12 +172,12 @@ func BenchmarkAssemble8k(b *testing.B) {
 	percentiles(b, ds)
 }
 
-// BenchmarkRemember is remember with concurrent writers (the store's
-// group commit makes them share fsyncs).
+// BenchmarkRemember is remember with -memory.writers concurrent writers
+// (the store's group commit makes them share fsyncs).
 func BenchmarkRemember(b *testing.B) {
 	f := benchFixture(b)
 	tok := f.mandate("bench", nil)
-	b.SetParallelism(16)
+	b.SetParallelism(*benchWriters / runtime.GOMAXPROCS(0))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
