@@ -307,15 +307,25 @@ func appendBody(b []byte, e *Entry) ([]byte, error) {
 	if e.Seq > maxSeq {
 		return nil, fmt.Errorf("audit: seq %d exceeds 2^53", e.Seq)
 	}
+	return appendEntry(b, e, e.Data, false), nil
+}
+
+// appendEntry writes an entry's canonical JSON; with full, hash and sig
+// too (the entry as served), without them the body its hash covers.
+func appendEntry(b []byte, e *Entry, data []byte, full bool) []byte {
 	b = append(b, `{"actor":{"id":`...)
 	b = jcsenc.AppendString(b, e.Actor.ID)
 	b = append(b, `,"kind":`...)
 	b = jcsenc.AppendString(b, e.Actor.Kind)
 	b = append(b, `},"at":`...)
 	b = jcsenc.AppendString(b, e.At)
-	if len(e.Data) > 0 {
+	if len(data) > 0 {
 		b = append(b, `,"data":`...)
-		b = append(b, e.Data...)
+		b = append(b, data...)
+	}
+	if full {
+		b = append(b, `,"hash":`...)
+		b = jcsenc.AppendString(b, e.Hash)
 	}
 	if e.IntentID != "" {
 		b = append(b, `,"intentId":`...)
@@ -333,9 +343,13 @@ func appendBody(b []byte, e *Entry) ([]byte, error) {
 	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
+	if full {
+		b = append(b, `,"sig":`...)
+		b = jcsenc.AppendString(b, e.Sig)
+	}
 	b = append(b, `,"type":`...)
 	b = jcsenc.AppendString(b, e.Type)
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // scanBody extracts seq and prev from a canonical body in one pass over its
@@ -480,37 +494,5 @@ func AppendCanonical(b []byte, e *Entry) ([]byte, error) {
 		}
 		data = c
 	}
-	b = append(b, `{"actor":{"id":`...)
-	b = jcsenc.AppendString(b, e.Actor.ID)
-	b = append(b, `,"kind":`...)
-	b = jcsenc.AppendString(b, e.Actor.Kind)
-	b = append(b, `},"at":`...)
-	b = jcsenc.AppendString(b, e.At)
-	if len(data) > 0 {
-		b = append(b, `,"data":`...)
-		b = append(b, data...)
-	}
-	b = append(b, `,"hash":`...)
-	b = jcsenc.AppendString(b, e.Hash)
-	if e.IntentID != "" {
-		b = append(b, `,"intentId":`...)
-		b = jcsenc.AppendString(b, e.IntentID)
-	}
-	b = append(b, `,"prev":`...)
-	b = jcsenc.AppendString(b, e.Prev)
-	if e.Rationale != "" {
-		b = append(b, `,"rationale":`...)
-		b = jcsenc.AppendString(b, e.Rationale)
-	}
-	if e.RequestID != "" {
-		b = append(b, `,"requestId":`...)
-		b = jcsenc.AppendString(b, e.RequestID)
-	}
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendUint(b, e.Seq, 10)
-	b = append(b, `,"sig":`...)
-	b = jcsenc.AppendString(b, e.Sig)
-	b = append(b, `,"type":`...)
-	b = jcsenc.AppendString(b, e.Type)
-	return append(b, '}'), nil
+	return appendEntry(b, e, data, true), nil
 }

@@ -1,10 +1,12 @@
 package audit_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/gowebpki/jcs"
 )
 
 func TestStatements(t *testing.T) {
@@ -104,4 +107,25 @@ func ExampleVerifyEntry() {
 	// Output:
 	// true
 	// false
+}
+
+// AppendCanonical writes a served entry's RFC 8785 form directly, for
+// artifacts that embed entries and are signed over their canonical bytes;
+// it equals what a general canonicaliser makes of the entry's JSON.
+func ExampleAppendCanonical() {
+	_, key, _ := ed25519.GenerateKey(nil)
+	lg, _ := audit.Open(context.Background(), memstore.New(nil), key, nil)
+	var e audit.Entry
+	_ = lg.Update(context.Background(), func(txn store.Txn) error {
+		var err error
+		e, err = lg.Append(txn, audit.Record{Type: "memory.recorded", Actor: audit.Actor{Kind: "agent", ID: "ak_1"},
+			Data: json.RawMessage(`{"namespace":"a<b","id":"mem_1"}`)})
+		return err
+	})
+	direct, _ := audit.AppendCanonical(nil, &e)
+	raw, _ := json.Marshal(e) // escapes '<' as \u003c
+	general, _ := jcs.Transform(raw)
+	fmt.Println(bytes.Equal(direct, general))
+	// Output:
+	// true
 }
