@@ -34,6 +34,7 @@ import (
 type serverProc struct {
 	cmd  *exec.Cmd
 	base string
+	once sync.Once // the process is signalled and waited for once, whoever stops it first
 }
 
 func startProc(t *testing.T, bin, dir string, extra ...string) *serverProc {
@@ -61,8 +62,12 @@ func startProc(t *testing.T, bin, dir string, extra ...string) *serverProc {
 	return nil
 }
 
-func (p *serverProc) kill() { _ = p.cmd.Process.Signal(syscall.SIGKILL); _ = p.cmd.Wait() }
-func (p *serverProc) term() { _ = p.cmd.Process.Signal(syscall.SIGTERM); _ = p.cmd.Wait() }
+func (p *serverProc) kill() { p.stop(syscall.SIGKILL) }
+func (p *serverProc) term() { p.stop(syscall.SIGTERM) }
+
+func (p *serverProc) stop(sig syscall.Signal) {
+	p.once.Do(func() { _ = p.cmd.Process.Signal(sig); _ = p.cmd.Wait() })
+}
 
 var addrLine = regexp.MustCompile(`listening on \S+ at (127\.0\.0\.1:\d+)`)
 
