@@ -262,6 +262,9 @@ func (c *Client) Update(ctx context.Context, id string, req UpdateRequest) (cart
 		key = "update:" + id + ":" + req.IdempotencyKey
 	}
 	d, err := c.call(ctx, opUpdate, http.MethodPut, "/checkout-sessions/"+url.PathEscape(id), body, idempotencyKey(key))
+	if err == nil {
+		err = sameSession(d, id)
+	}
 	if err != nil {
 		return cart.Cart{}, fmt.Errorf("ucp: update: %w", err)
 	}
@@ -271,6 +274,9 @@ func (c *Client) Update(ctx context.Context, id string, req UpdateRequest) (cart
 // Get re-reads a checkout session.
 func (c *Client) Get(ctx context.Context, id string) (cart.Cart, error) {
 	d, err := c.call(ctx, opGet, http.MethodGet, "/checkout-sessions/"+url.PathEscape(id), nil, "")
+	if err == nil {
+		err = sameSession(d, id)
+	}
 	if err != nil {
 		return cart.Cart{}, fmt.Errorf("ucp: get: %w", err)
 	}
@@ -280,10 +286,29 @@ func (c *Client) Get(ctx context.Context, id string) (cart.Cart, error) {
 // Cancel cancels an open session.
 func (c *Client) Cancel(ctx context.Context, id string) (cart.Cart, error) {
 	d, err := c.call(ctx, opCancel, http.MethodPost, "/checkout-sessions/"+url.PathEscape(id)+"/cancel", nil, idempotencyKey("cancel:"+id))
+	if err == nil {
+		err = sameSession(d, id)
+	}
 	if err != nil {
 		return cart.Cart{}, fmt.Errorf("ucp: cancel: %w", err)
 	}
 	return c.cartOf(d)
+}
+
+// sameSession refuses an answer about another checkout session than the
+// one asked about. A UCP response signature covers the answer, not the
+// request, so a signed answer for one session could be replayed as the
+// answer for another by whoever can alter the traffic; the session id in
+// the body is what binds it.
+func sameSession(d decoded, id string) error {
+	if d.Error != nil || (d.Checkout != nil && d.Checkout.ID == id) {
+		return nil
+	}
+	got := ""
+	if d.Checkout != nil {
+		got = d.Checkout.ID
+	}
+	return fmt.Errorf("%w: the answer is about checkout session %.64q, not %.64q", cart.ErrInvalidResponse, got, id)
 }
 
 // cartOf maps a decoded answer of a non-completing operation.
@@ -328,6 +353,9 @@ func (c *Client) complete(ctx context.Context, id string, p cart.Payment) (cart.
 		return cart.Order{}, errors.New("payment needs a positive amount, a currency and an idempotency key")
 	}
 	d, err := c.call(ctx, opGet, http.MethodGet, "/checkout-sessions/"+url.PathEscape(id), nil, "")
+	if err == nil {
+		err = sameSession(d, id)
+	}
 	if err != nil {
 		return cart.Order{}, err
 	}
@@ -370,6 +398,11 @@ func (c *Client) complete(ctx context.Context, id string, p cart.Payment) (cart.
 	d, err = c.call(ctx, opComplete, http.MethodPost, "/checkout-sessions/"+url.PathEscape(id)+"/complete", body, idempotencyKey("complete:"+p.IdempotencyKey))
 	if err != nil {
 		return cart.Order{}, err
+	}
+	if err := sameSession(d, id); err != nil {
+		// The completion was sent: whether it placed an order only a
+		// re-read of the session can say.
+		return cart.Order{}, fmt.Errorf("%w: %w", cart.ErrUnknownOutcome, err)
 	}
 	if d.Error != nil {
 		return cart.Order{}, errorResponseErr(d.Error)

@@ -196,6 +196,28 @@ func TestMalformedResponses(t *testing.T) {
 					t.Fatalf("Complete: %v, want ErrInvalidResponse and ErrUnknownOutcome", err)
 				}
 			})
+			// A well-formed answer about another session (a signed answer
+			// replayed from elsewhere): valid by the schema, refused here.
+			t.Run("answer about another session", func(t *testing.T) {
+				k := create(t, c, "sku-mug", 1)
+				other := create(t, c, "sku-book", 1)
+				for _, suffix := range []string{"/" + k.ID, "/complete"} {
+					tp.mu.Lock()
+					tp.suffix, tp.mutate, tp.raw = suffix, set(other.ID, "id"), nil
+					tp.mu.Unlock()
+					if suffix == "/complete" {
+						_, err := c.Complete(t.Context(), k.ID, pay(k, "intent-other"))
+						if !errors.Is(err, cart.ErrInvalidResponse) || !errors.Is(err, cart.ErrUnknownOutcome) {
+							t.Errorf("Complete: %v, want ErrInvalidResponse and ErrUnknownOutcome", err)
+						}
+					} else if g, err := c.Get(t.Context(), k.ID); !errors.Is(err, cart.ErrInvalidResponse) {
+						t.Errorf("Get = %+v, %v; want ErrInvalidResponse", g, err)
+					}
+				}
+				tp.mu.Lock()
+				tp.suffix = ""
+				tp.mu.Unlock()
+			})
 			t.Run("oversized", func(t *testing.T) {
 				small := newClient(t, e, func(o *ucp.Options) { o.MaxBody = 64 << 10 })
 				k := create(t, small, "sku-mug", 1)
