@@ -15,7 +15,10 @@ import (
 // OperatorCall is the operator behind an operator-only request.
 type OperatorCall = pay.OperatorCall
 
-// ForgetRequest is the body of POST /memory/forget.
+// ForgetRequest is the body of POST /memory/forget. The server checks
+// Rationale and records it as the operator call's; in-process callers of
+// [Service.Forget] give the rationale in the OperatorCall, which is what
+// the record keeps.
 type ForgetRequest struct {
 	Mandate   string `json:"mandate" validate:"required,max=8192" doc:"A memory mandate granting canErase over the root's namespace."`
 	RootID    string `json:"rootId" validate:"required,max=64" doc:"The record to erase, with every record derived from it, transitively."`
