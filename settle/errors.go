@@ -33,14 +33,19 @@ var (
 	ErrInvalidRequest = errors.New("settle: invalid request")
 
 	// ErrKeyReuse means the key (or refund id) was already used for a
-	// different request. This call moved nothing, but the key has an
-	// earlier outcome of its own: read it with Lookup before concluding
-	// anything about the payment. Check with errors.Is.
+	// different request, or, on a rail with authorizations, by the other
+	// of Settle and [Authorizer.Authorize]. This call moved nothing, but
+	// the key has an earlier outcome of its own: read it with Lookup (and
+	// LookupAuthorization) before concluding anything about the payment.
+	// Check with errors.Is.
 	ErrKeyReuse = errors.New("settle: key reused for a different request")
 
 	// ErrUnknownKey is returned by [Rail.Lookup] and [Rail.Refund] when the
-	// rail has no payment under the key: no money moved under it. Check
-	// with errors.Is.
+	// rail has no payment under the key: no money moved under it. From
+	// [Authorizer.Capture], [Authorizer.Void] and
+	// [Authorizer.LookupAuthorization] it means the rail has no
+	// authorization under the key: it holds nothing under it. Check with
+	// errors.Is.
 	ErrUnknownKey = errors.New("settle: unknown key")
 
 	// ErrIrreversible is returned by [Rail.Refund] on a rail whose
@@ -58,6 +63,13 @@ var (
 	// (there is nothing to refund). Nothing was refunded. Check with
 	// errors.Is.
 	ErrNotSettled = errors.New("settle: payment not settled")
+
+	// ErrAuthorizationClosed is returned by [Authorizer.Capture] when the
+	// authorization was voided or has expired, and by [Authorizer.Void]
+	// when it was already captured. Nothing moved by this call, and the
+	// authorization will never change again: a closed hold can only be
+	// read. Check with errors.Is.
+	ErrAuthorizationClosed = errors.New("settle: authorization closed")
 
 	// ErrUnknownRail is returned by [Registry.Get] for a name that is not
 	// registered. Check with errors.Is.

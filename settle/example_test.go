@@ -56,6 +56,68 @@ func Example() {
 	// int_3 after Lookup: settled <nil>
 }
 
+// Hold funds on a card, then take part of them. A caller finds the
+// capability with AuthorizerOf and reads every error as the package
+// documentation says.
+func ExampleAuthorizer() {
+	ctx := context.Background()
+	card, _ := fake.New("test-card", &fake.Options{Authorizations: true})
+	var rail settle.Rail = card
+	auth, ok := settle.AuthorizerOf(rail)
+	if !ok {
+		fmt.Println("this rail cannot hold funds: settle instead")
+		return
+	}
+	req := settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 5000, Currency: "USD"}
+	hold, err := auth.Authorize(ctx, req)
+	if err != nil {
+		fmt.Println("authorize:", err)
+		return
+	}
+	fmt.Println(hold.Status, hold.Amount, hold.ExpiresAt.Sub(hold.AuthorizedAt))
+
+	// Before a capture, Lookup knows no payment under the key.
+	_, err = rail.Lookup(ctx, "int_1")
+	fmt.Println("before capture:", errors.Is(err, settle.ErrUnknownKey))
+
+	st, err := auth.Capture(ctx, "int_1", 3200)
+	switch {
+	case err == nil:
+		fmt.Println("captured:", st.Status, st.Amount)
+	case errors.Is(err, settle.ErrDeclined), errors.Is(err, settle.ErrAuthorizationClosed),
+		errors.Is(err, settle.ErrInvalidRequest), errors.Is(err, settle.ErrUnavailable):
+		fmt.Println("nothing moved:", err)
+	default:
+		fmt.Println("unknown: keep settling, ask Lookup")
+	}
+	st, _ = rail.Lookup(ctx, "int_1")
+	fmt.Println("lookup:", st.Status, st.Amount)
+
+	// The hold is spent: a void cannot undo a capture, only a refund can.
+	_, err = auth.Void(ctx, "int_1")
+	fmt.Println("void:", errors.Is(err, settle.ErrAuthorizationClosed))
+	// Output:
+	// authorized 5000 168h0m0s
+	// before capture: true
+	// captured: settled 3200
+	// lookup: settled 3200
+	// void: true
+}
+
+func ExampleAuthorizerOf() {
+	card, _ := fake.New("card", &fake.Options{Authorizations: true})
+	chain, _ := fake.New("chain", &fake.Options{
+		Facts: settle.Facts{Reversibility: settle.Irreversible, Finality: settle.Instant},
+	})
+	for _, r := range []settle.Rail{card, chain} {
+		_, ok := settle.AuthorizerOf(r)
+		fmt.Println(r.Name(), ok)
+	}
+	// Output:
+	// card true
+	// chain false
+}
+
 func ExampleRegistry() {
 	var reg settle.Registry
 	card, _ := fake.New("card", nil)

@@ -96,15 +96,85 @@
 // same Refund (same RefundID, key and amount) until it answers, which
 // refunds at most once.
 //
+// # Authorizations
+//
+// Some rails (cards) can hold funds first and move them later. Such a rail
+// implements [Authorizer]; find it with [AuthorizerOf], which also honours a
+// rail whose capability is switched off. Each key names at most one
+// authorization, and its states and refusals are these (m is the amount
+// captured, at most the authorized amount):
+//
+//	from        call or event   to          answer
+//	(none)      Authorize       authorized  the hold, or *DeclineError: final, nothing held
+//	authorized  Capture(m)      captured    the Settlement of m: money moved
+//	authorized  Void            voided      the voided hold
+//	authorized  its ExpiresAt   expired     (the rail's clock; no call)
+//	captured    Capture(m)      captured    replay for the captured m, else ErrKeyReuse
+//	captured    Void            captured    ErrAuthorizationClosed: money moved, Refund it
+//	voided      Capture         voided      ErrAuthorizationClosed
+//	voided      Void            voided      replay
+//	expired     Capture         expired     ErrAuthorizationClosed
+//	expired     Void            expired     replay
+//
+// A capture of more than the authorized amount fails with
+// [ErrInvalidRequest] and changes nothing. Only a successful Capture moves
+// money, at most once per key and never more than the hold.
+//
+// Keys: a key used by Settle cannot be authorized, and an authorization's
+// key cannot be settled; either attempt fails with [ErrKeyReuse]. From a
+// capture on, the key is also a payment: [Rail.Lookup] returns the capture's
+// Settlement (pending on a [Deferred] rail until final) and [Rail.Refund]
+// refunds it as any settled payment.
+//
+// Lookup before a capture: for a key whose authorization has not been
+// captured (authorized, voided, expired or declined), Lookup returns
+// [ErrUnknownKey]. That means no money has moved under the key so far, not
+// that none will: an authorized hold can still be captured. A reconciler
+// resolving a Capture of unknown outcome may conclude "not captured" from
+// it only when no Capture with that key can still be in flight; the robust
+// resolution is to repeat the Capture with the same amount, which captures
+// once or replays. Never resolve an authorization's key by repeating Settle:
+// it fails with ErrKeyReuse.
+//
+// Expiry: the rail, by its own clock, treats a hold as expired from its
+// ExpiresAt on. A Capture then fails with [ErrAuthorizationClosed] and moves
+// nothing, and the key is spent: to take the money, authorize again under a
+// new key. Do not judge expiry with the caller's clock; capture well before
+// ExpiresAt and let the rail's answer decide.
+//
+// Declines: a declined authorization holds nothing and never will: a
+// repeated Authorize, and Capture, Void and LookupAuthorization on its key,
+// return its *[DeclineError]. A declined Capture is final for the key too:
+// nothing moved, the rail releases the hold (the authorization reads
+// voided), a repeated Capture returns the decline, and Lookup reports the
+// declined payment.
+//
+// Reading an authorization call's error follows the Settle rules: only a
+// nil error, a decline, [ErrInvalidRequest] and [ErrUnavailable] are facts,
+// together with the refusals each method documents ([ErrAuthorizationClosed],
+// [ErrUnknownKey], and [ErrKeyReuse], after which this call moved nothing but
+// the key has an earlier outcome of its own). Everything else is unknown:
+//
+//   - Authorize: a hold may exist. Resolve with LookupAuthorization, or by
+//     repeating the same Authorize. An unresolved hold moves no money; it
+//     lapses at ExpiresAt.
+//   - Capture: the money may have moved. Keep the payment "settling" and
+//     resolve with Lookup or by repeating the same Capture.
+//   - Void: the hold may still be in place; repeat Void until it answers.
+//     An ErrAuthorizationClosed from Void means the hold was captured: the
+//     money moved, and only a Refund returns it.
+//
 // # Implementing a rail
 //
 // A rail implementation must: validate requests with [SettleRequest.Validate]
-// and [RefundRequest.Validate] before sending anything; never move money
-// twice for one key or refund id, across restarts of the process and of the
-// rail; return [ErrUnavailable] only when it is certain nothing was sent,
-// and [ErrDeclined] only when the money did not move and never will; and
-// wrap every other failure in [ErrUnknownOutcome]. Errors must not contain
-// secrets such as card numbers or credentials.
+// and [RefundRequest.Validate] (and captures with [ValidateCapture]) before
+// sending anything; never move money twice for one key or refund id, across
+// restarts of the process and of the rail; return [ErrUnavailable] only when
+// it is certain nothing was sent, and [ErrDeclined] only when the money did
+// not move and never will; and wrap every other failure in
+// [ErrUnknownOutcome]. Errors must not contain secrets such as card numbers
+// or credentials. A rail with authorizations keeps them, like payments,
+// across restarts, in the key space of its payments.
 package settle
 
 import (
@@ -162,10 +232,11 @@ type Rail interface {
 	// *[DeclineError] (with a Settlement describing the decline) means
 	// declined.
 	//
-	// It returns [ErrUnknownKey] if the rail has no record of the key: no
-	// money moved under it (see the package documentation for when that is
-	// conclusive). Any other error means the rail could not answer, and
-	// must never be taken to mean ErrUnknownKey: ask again later.
+	// It returns [ErrUnknownKey] if the rail has no payment under the key:
+	// no money moved under it (see the package documentation for when that
+	// is conclusive, and for the key of an authorization not yet
+	// captured). Any other error means the rail could not answer, and must
+	// never be taken to mean ErrUnknownKey: ask again later.
 	Lookup(ctx context.Context, key string) (Settlement, error)
 }
 

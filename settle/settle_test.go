@@ -236,7 +236,7 @@ func TestSentinelsDistinct(t *testing.T) {
 	all := []error{
 		settle.ErrDeclined, settle.ErrUnknownOutcome, settle.ErrUnavailable, settle.ErrInvalidRequest,
 		settle.ErrKeyReuse, settle.ErrUnknownKey, settle.ErrIrreversible, settle.ErrRefundExceeds,
-		settle.ErrNotSettled, settle.ErrUnknownRail, settle.ErrDuplicateRail,
+		settle.ErrNotSettled, settle.ErrUnknownRail, settle.ErrDuplicateRail, settle.ErrAuthorizationClosed,
 	}
 	for i, a := range all {
 		if !strings.HasPrefix(a.Error(), "settle: ") {

@@ -109,6 +109,60 @@ func ExampleRail_Advance() {
 	// 1 settled 2026-11-22T12:00:00Z
 }
 
+// The response to an authorization is lost after the rail placed the hold:
+// LookupAuthorization tells the truth, and repeating the same Authorize
+// replays the hold rather than placing a second one.
+func ExampleRail_Authorize() {
+	ctx := context.Background()
+	rail, _ := fake.New("test-card", &fake.Options{
+		Authorizations: true,
+		Fault:          fake.FailNext(fake.OpAuthorize, 1, fake.AfterMove(nil)),
+	})
+	req := settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 900, Currency: "EUR"}
+	_, err := rail.Authorize(ctx, req)
+	fmt.Println("authorize:", errors.Is(err, settle.ErrUnknownOutcome))
+
+	a, err := rail.LookupAuthorization(ctx, "int_1")
+	fmt.Println("lookup:", a.Status, a.Amount, err)
+
+	a, err = rail.Authorize(ctx, req)
+	fmt.Println("again:", a.Status, err)
+	entries, _ := rail.Ledger(ctx)
+	fmt.Println("holds:", len(entries))
+	// Output:
+	// authorize: true
+	// lookup: authorized 900 <nil>
+	// again: authorized <nil>
+	// holds: 1
+}
+
+// A hold expires by the rail's clock; after that nothing can be captured
+// under its key, and voiding it only reports the expiry.
+func ExampleRail_Capture() {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	rail, _ := fake.New("test-card", &fake.Options{
+		Authorizations:   true,
+		AuthorizationTTL: 24 * time.Hour,
+		Now:              func() time.Time { return now },
+	})
+	a, _ := rail.Authorize(ctx, settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 700, Currency: "USD"})
+	fmt.Println(a.Status, a.ExpiresAt.Format(time.RFC3339))
+
+	now = a.ExpiresAt // the rail's clock reaches the expiry
+	_, err := rail.Capture(ctx, "int_1", 700)
+	fmt.Println("capture:", errors.Is(err, settle.ErrAuthorizationClosed))
+	a, err = rail.Void(ctx, "int_1")
+	fmt.Println("void:", a.Status, err)
+	_, err = rail.Lookup(ctx, "int_1")
+	fmt.Println("nothing paid:", errors.Is(err, settle.ErrUnknownKey))
+	// Output:
+	// authorized 2026-11-23T10:00:00Z
+	// capture: true
+	// void: expired <nil>
+	// nothing paid: true
+}
+
 // The sandbox server's rails, registered by name.
 func ExampleNewSandbox() {
 	rails, err := fake.NewSandbox(&fake.SandboxOptions{NoLatency: true})
@@ -123,12 +177,13 @@ func ExampleNewSandbox() {
 	}
 	for _, name := range reg.Names() {
 		r, _ := reg.Get(name)
-		fmt.Println(name, r.Facts().Reversibility, r.Facts().Finality)
+		_, holds := settle.AuthorizerOf(r)
+		fmt.Println(name, r.Facts().Reversibility, r.Facts().Finality, holds)
 	}
 	// Output:
-	// sandbox-bank reversible deferred
-	// sandbox-card reversible instant
-	// sandbox-chain irreversible instant
+	// sandbox-bank reversible deferred false
+	// sandbox-card reversible instant true
+	// sandbox-chain irreversible instant false
 }
 
 // Script the next calls to fail, then recover.

@@ -21,6 +21,9 @@
 //   - scripted faults ([Options.Fault], with [AfterMove] and [FailNext]) for
 //     deterministic tests.
 //
+// With [Options.Authorizations] it is also a [settle.Authorizer], under the
+// same machinery.
+//
 // Random choices come from [Options.Rand] ([SeededRand] makes them
 // reproducible), time from [Options.Now], and waiting from [Options.Sleep],
 // so tests need neither real time nor luck.
@@ -51,11 +54,29 @@
 // is the moment it became final. [Rail.Advance] makes every payment due by a
 // given time final at once, for tests that hold their clock still.
 //
+// # Authorizations
+//
+// A rail built with [Options.Authorizations] holds funds with
+// [Rail.Authorize], and releases them with [Rail.Capture] (which makes a
+// payment under the hold's key, so Lookup, Refund, Settled and Advance treat
+// it as any other) or [Rail.Void]. Holds live in the same store as payments,
+// so a restarted rail keeps them, and share their keys: a key is used by
+// Settle or by Authorize, never both. A hold expires
+// [Options.AuthorizationTTL] after it was placed, by [Options.Now]; the
+// expiry is recorded the first time a call sees it, and then stays even if
+// the clock is set back. Latency, unavailability, unknown outcomes, Fault
+// and FailNext apply as to Settle ([OpAuthorize], [OpCapture], [OpVoid];
+// LookupAuthorization is an [OpLookup]); holds are declined by the rules of
+// Settle, captures only when a Fault scripts it. The ledger records each
+// hold, capture and void ([KindAuthorization], [KindCapture], [KindVoid]),
+// and CheckLedger checks that no hold was captured twice or beyond its
+// amount.
+//
 // # Sandbox rails
 //
 // [NewSandbox] builds the three rails of the sandbox server: "sandbox-card"
-// (reversible, instant), "sandbox-bank" (reversible, deferred) and
-// "sandbox-chain" (irreversible, instant).
+// (reversible, instant, with authorizations), "sandbox-bank" (reversible,
+// deferred) and "sandbox-chain" (irreversible, instant).
 package fake
 
 import (
@@ -123,32 +144,35 @@ type Options struct {
 	// returns at once, or run the default inside testing/synctest.
 	Sleep func(ctx context.Context, d time.Duration) error
 
-	// DeclineAbove, when positive, declines every payment of a larger
-	// amount with code CodeAmountTooLarge. Zero means no limit.
+	// DeclineAbove, when positive, declines every payment and
+	// authorization of a larger amount with code CodeAmountTooLarge. Zero
+	// means no limit.
 	DeclineAbove int64
 
-	// DeclineRate is the probability, in [0, 1], that a payment is
-	// declined with code CodeInsufficientFunds. Default 0.
+	// DeclineRate is the probability, in [0, 1], that a payment or an
+	// authorization is declined with code CodeInsufficientFunds. Default 0.
+	// Captures are not declined at random: the hold already passed.
 	DeclineRate float64
 
 	// PendingDeclineRate is the probability, in [0, 1], that a pending
-	// payment on a deferred rail fails when it becomes final (code
-	// CodeReturned) instead of settling. Default 0. It must be zero on an
-	// instant rail.
+	// payment (made by Settle or by Capture) on a deferred rail fails when
+	// it becomes final (code CodeReturned) instead of settling. Default 0.
+	// It must be zero on an instant rail.
 	PendingDeclineRate float64
 
 	// FinalityDelay is how long a payment on a deferred rail stays pending.
 	// Zero means DefaultFinalityDelay.
 	FinalityDelay time.Duration
 
-	// UnavailableRate is the probability, in [0, 1], that a Settle, Refund
-	// or Lookup call fails with settle.ErrUnavailable before anything
-	// happens. Default 0.
+	// UnavailableRate is the probability, in [0, 1], that a call of any
+	// operation fails with settle.ErrUnavailable before anything happens.
+	// Default 0.
 	UnavailableRate float64
 
-	// UnknownOutcomeRate is the probability, in [0, 1], that a Settle or
-	// Refund call fails with settle.ErrUnknownOutcome, at the point chosen
-	// by UnknownOutcomeMode. Default 0.
+	// UnknownOutcomeRate is the probability, in [0, 1], that a call that
+	// changes the ledger (every operation but the lookups) fails with
+	// settle.ErrUnknownOutcome, at the point chosen by UnknownOutcomeMode.
+	// Default 0.
 	UnknownOutcomeRate float64
 
 	// UnknownOutcomeMode says whether simulated unknown outcomes lose the
@@ -156,16 +180,19 @@ type Options struct {
 	// random (the default).
 	UnknownOutcomeMode UnknownMode
 
-	// Fault, when set, is called at the start of every Settle, Refund and
-	// Lookup with the operation and its request (a settle.SettleRequest, a
-	// settle.RefundRequest, or the key string for OpLookup), which it must
-	// not modify. It must be safe for concurrent use. Its result scripts
-	// the call:
+	// Fault, when set, is called at the start of every call that reaches
+	// the rail (valid, and not refused outright) with the operation and its
+	// request, which it must not modify: a settle.SettleRequest for
+	// OpSettle and OpAuthorize, a settle.RefundRequest for OpRefund, a
+	// CaptureRequest for OpCapture, and the key string for OpVoid and
+	// OpLookup (which both Lookup and LookupAuthorization are). It must be
+	// safe for concurrent use. Its result scripts the call:
 	//
 	//   - nil: the call proceeds (and the random faults above still apply);
-	//   - a *settle.DeclineError, from OpSettle: the rail records the
-	//     payment as declined with that code and message (a replay of a
-	//     key already recorded returns the recorded outcome instead);
+	//   - a *settle.DeclineError, from OpSettle, OpAuthorize or OpCapture:
+	//     the rail records the payment, hold or capture as declined with
+	//     that code and message (a replay of a key already recorded
+	//     returns the recorded outcome instead);
 	//   - an error wrapped by AfterMove: the rail acts, then fails with the
 	//     wrapped error (a response lost after the money moved);
 	//   - any other error: the call fails with it at once, nothing recorded.
@@ -191,10 +218,23 @@ type Options struct {
 	// settlement must not run inside the caller's transaction anyway).
 	Store store.Store
 
-	// ReferencePrefix starts every payment reference the rail mints; 24
-	// lowercase hex digits follow. At most 16 bytes of visible ASCII.
-	// Default DefaultReferencePrefix.
+	// ReferencePrefix starts every payment and authorization reference the
+	// rail mints; 24 lowercase hex digits follow. At most 16 bytes of
+	// visible ASCII. Default DefaultReferencePrefix.
 	ReferencePrefix string
+
+	// Authorizations enables the rail's settle.Authorizer methods, and is
+	// what AuthorizationsEnabled reports, so settle.AuthorizerOf offers
+	// them. Default false: Authorize refuses with settle.ErrInvalidRequest.
+	// Capture, Void and LookupAuthorization keep serving holds already in
+	// the store either way, so that switching the option off never
+	// strands a hold the rail recorded.
+	Authorizations bool
+
+	// AuthorizationTTL is how long a hold lasts: it expires at its
+	// AuthorizedAt plus AuthorizationTTL, judged by Now. Zero means
+	// DefaultAuthorizationTTL (7 days).
+	AuthorizationTTL time.Duration
 }
 
 // Rail is a fake [settle.Rail]. It is safe for concurrent use by multiple
@@ -244,6 +284,9 @@ func New(name string, opts *Options) (*Rail, error) {
 	if o.ReferencePrefix == "" {
 		o.ReferencePrefix = DefaultReferencePrefix
 	}
+	if o.AuthorizationTTL == 0 {
+		o.AuthorizationTTL = DefaultAuthorizationTTL
+	}
 	if err := validate(&o); err != nil {
 		return nil, fmt.Errorf("fake: new %q: %w", name, err)
 	}
@@ -262,6 +305,9 @@ func validate(o *Options) error {
 	}
 	if o.FinalityDelay < 0 {
 		return errors.New("negative FinalityDelay")
+	}
+	if o.AuthorizationTTL < 0 {
+		return errors.New("negative AuthorizationTTL")
 	}
 	for _, r := range []struct {
 		name string

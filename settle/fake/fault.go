@@ -15,9 +15,12 @@ import (
 type Op string
 
 const (
-	OpSettle Op = "settle" // Rail.Settle
-	OpRefund Op = "refund" // Rail.Refund
-	OpLookup Op = "lookup" // Rail.Lookup
+	OpSettle    Op = "settle"    // Rail.Settle
+	OpRefund    Op = "refund"    // Rail.Refund
+	OpLookup    Op = "lookup"    // Rail.Lookup and Rail.LookupAuthorization
+	OpAuthorize Op = "authorize" // Rail.Authorize
+	OpCapture   Op = "capture"   // Rail.Capture
+	OpVoid      Op = "void"      // Rail.Void
 )
 
 // The errors of simulated faults. Each matches the settle sentinel its
@@ -31,9 +34,9 @@ var (
 )
 
 // AfterMove marks a [Options.Fault] error as happening after the rail acted:
-// the rail records the payment or refund, then the call fails with err. This
-// is a response lost after the money moved. A nil err means
-// settle.ErrUnknownOutcome.
+// the rail records the payment, refund, hold, capture or void, then the call
+// fails with err. This is a response lost after the money moved (or the hold
+// changed). A nil err means settle.ErrUnknownOutcome.
 func AfterMove(err error) error {
 	if err == nil {
 		err = settle.ErrUnknownOutcome
@@ -84,14 +87,15 @@ type plan struct {
 	fail        error                // fail at once, before anything happens
 	lostRequest bool                 // spend the first half of the latency, then fail unknown, recording nothing
 	after       error                // act, then fail with this
-	decline     *settle.DeclineError // record a decline (OpSettle)
-	returns     bool                 // a pending payment fails when final (OpSettle, deferred)
+	decline     *settle.DeclineError // record a decline (OpSettle, OpAuthorize, OpCapture)
+	returns     bool                 // a pending payment fails when final (OpSettle, OpCapture; deferred)
 	latency     time.Duration
 }
 
 // plan draws the faults of one call: first the scripted Fault, then the
 // random ones in a fixed order (unavailable, unknown outcome and its mode,
-// decline, return, latency), drawing only for the features configured.
+// decline, return, latency), drawing only for the features configured that
+// apply to op.
 func (r *Rail) plan(op Op, req any, amount int64) plan {
 	var p plan
 	if r.opts.Fault != nil {
@@ -101,7 +105,7 @@ func (r *Rail) plan(op Op, req any, amount int64) plan {
 			switch {
 			case errors.As(err, &am):
 				p.after = am.err
-			case op == OpSettle && errors.As(err, &de):
+			case declinable(op) && errors.As(err, &de):
 				p.decline = &settle.DeclineError{Code: de.Code, Message: de.Message}
 			default:
 				p.fail = err
@@ -122,7 +126,8 @@ func (r *Rail) plan(op Op, req any, amount int64) plan {
 			p.after = errLostResponse
 		}
 	}
-	if op == OpSettle {
+	// A capture draws no decline of its own: its hold passed these rules.
+	if op == OpSettle || op == OpAuthorize {
 		switch {
 		case p.decline != nil:
 		case r.opts.DeclineAbove > 0 && amount > r.opts.DeclineAbove:
@@ -133,9 +138,10 @@ func (r *Rail) plan(op Op, req any, amount int64) plan {
 		case r.chance(r.opts.DeclineRate):
 			p.decline = &settle.DeclineError{Code: CodeInsufficientFunds, Message: "insufficient funds"}
 		}
-		if p.decline == nil && r.chance(r.opts.PendingDeclineRate) {
-			p.returns = true
-		}
+	}
+	// Only a payment can be returned, and Settle and Capture make them.
+	if (op == OpSettle || op == OpCapture) && p.decline == nil && r.chance(r.opts.PendingDeclineRate) {
+		p.returns = true
 	}
 	if d := r.opts.MaxLatency - r.opts.MinLatency; d > 0 {
 		p.latency = r.opts.MinLatency + time.Duration(r.opts.Rand()*float64(d))
@@ -143,6 +149,12 @@ func (r *Rail) plan(op Op, req any, amount int64) plan {
 		p.latency = r.opts.MinLatency
 	}
 	return p
+}
+
+// declinable reports whether a scripted decline of op is recorded as one:
+// only the operations that may move money or hold it can be declined.
+func declinable(op Op) bool {
+	return op == OpSettle || op == OpAuthorize || op == OpCapture
 }
 
 // chance reports true with probability rate, drawing only if 0 < rate < 1.

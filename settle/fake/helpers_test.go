@@ -85,6 +85,7 @@ func class(err error) string {
 		{settle.ErrIrreversible, "irreversible"},
 		{settle.ErrRefundExceeds, "exceeds"},
 		{settle.ErrNotSettled, "notsettled"},
+		{settle.ErrAuthorizationClosed, "closed"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name

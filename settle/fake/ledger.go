@@ -17,13 +17,16 @@ import (
 
 // Key layout under the rail's prefix "settle/fake/<name>/":
 //
-//	p/<key>       a payment, JSON (payment)
+//	a/<key>       an authorization, JSON (authorization)
+//	p/<key>       a payment, JSON (payment), also one made by a capture
 //	r/<refund id> a refund, JSON (refund)
 //	seq           the last ledger sequence number, 8 bytes big-endian
 //
 // Payments are stored under their key, which is what makes a second payment
-// under one key impossible rather than merely checked for.
+// under one key impossible rather than merely checked for; a capture writes
+// its payment there too, so it is one capture per hold by the same token.
 const (
+	authDir    = "a/"
 	paymentDir = "p/"
 	refundDir  = "r/"
 	seqName    = "seq"
@@ -46,6 +49,7 @@ type payment struct {
 	Returns        bool              `json:"returns,omitempty"` // pending: fails when final
 	SettledAt      time.Time         `json:"settledAt,omitzero"`
 	Refunded       int64             `json:"refunded,omitempty"`
+	Capture        bool              `json:"capture,omitempty"` // made by capturing the hold under Key
 }
 
 // refund is a stored refund record.
@@ -125,6 +129,13 @@ func (r *Rail) settleTxn(ctx context.Context, req settle.SettleRequest, p plan, 
 	k := r.key(paymentDir, req.Key)
 	var out payment
 	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+		// One key, one use: a hold's key is not free for a payment, even
+		// once its capture has made one.
+		if _, err := tx.Get(r.key(authDir, req.Key)); err == nil {
+			return settle.ErrKeyReuse
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		prev, err := getJSON[payment](tx, k)
 		switch {
 		case err == nil:
@@ -312,11 +323,27 @@ func (r *Rail) Advance(ctx context.Context, now time.Time) (int, error) {
 // EntryKind says what a [LedgerEntry] records.
 type EntryKind string
 
+// To account for money: what moved is the Amount of every KindPayment and
+// KindCapture entry whose Status is settled, less the KindRefund entries;
+// what is held is the Amount of every KindAuthorization entry whose
+// AuthStatus is authorized. Voids and expiries move nothing.
 const (
-	// KindPayment is a payment: settled, pending or declined.
+	// KindPayment is a payment made by Settle: settled, pending or
+	// declined.
 	KindPayment EntryKind = "payment"
-	// KindRefund is a refund of a settled payment.
+	// KindRefund is a refund of a settled payment (or capture).
 	KindRefund EntryKind = "refund"
+	// KindAuthorization is a hold placed by Authorize, or a declined one
+	// (Status declined). Its AuthStatus is the hold's status now, so a
+	// captured, voided or expired hold shows it here as well.
+	KindAuthorization EntryKind = "authorization"
+	// KindCapture is the payment a Capture made from a hold, under the
+	// hold's key: like KindPayment, with the captured amount. A declined
+	// capture (Status declined) released the hold and moved nothing.
+	KindCapture EntryKind = "capture"
+	// KindVoid is a Void that released a hold; Amount is the hold's. An
+	// expiry makes no entry: it is not an act of the rail's customer.
+	KindVoid EntryKind = "void"
 )
 
 // LedgerEntry is one record of a rail's ledger.
@@ -331,9 +358,13 @@ type LedgerEntry struct {
 	RefundID string
 	// Reference is the rail's id for the payment or refund.
 	Reference string
-	// Status is a payment's status now; empty for a refund.
+	// Status is a payment's or capture's status now, StatusDeclined for a
+	// declined authorization, and empty otherwise.
 	Status settle.Status
-	// Payee of a payment; empty for a refund.
+	// AuthStatus is the hold's status now, for KindAuthorization and
+	// KindVoid entries; empty otherwise, and for a declined authorization.
+	AuthStatus settle.AuthorizationStatus
+	// Payee of a payment, capture or hold; empty for a refund.
 	Payee string
 	// Amount paid or refunded, in minor units of Currency.
 	Amount   int64
@@ -342,22 +373,42 @@ type LedgerEntry struct {
 	At time.Time
 }
 
-// Ledger returns every payment and refund the rail has recorded, in the
-// order it recorded them. Pending payments that are due by [Options.Now]
-// are shown final (without being written back).
+// Ledger returns every payment, refund, authorization, capture and void the
+// rail has recorded, in the order it recorded them. Pending payments that
+// are due by [Options.Now] are shown final, and holds past their expiry
+// expired (without being written back).
 func (r *Rail) Ledger(ctx context.Context) ([]LedgerEntry, error) {
-	pays, refs, err := r.scan(ctx)
+	pays, refs, auths, err := r.scan(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("fake: %s: ledger: %w", r.name, err)
 	}
 	now := r.now()
-	out := make([]LedgerEntry, 0, len(pays)+len(refs))
+	out := make([]LedgerEntry, 0, len(pays)+len(refs)+len(auths))
 	for _, p := range pays {
 		p.finalize(now)
+		kind := KindPayment
+		if p.Capture {
+			kind = KindCapture
+		}
 		out = append(out, LedgerEntry{
-			Seq: p.Seq, Kind: KindPayment, Key: p.Key, Reference: p.Reference, Status: p.Status,
+			Seq: p.Seq, Kind: kind, Key: p.Key, Reference: p.Reference, Status: p.Status,
 			Payee: p.Payee, Amount: p.Amount, Currency: p.Currency, At: p.At,
 		})
+	}
+	for _, a := range auths {
+		a.expire(now)
+		e := LedgerEntry{
+			Seq: a.Seq, Kind: KindAuthorization, Key: a.Key, Reference: a.Reference, AuthStatus: a.Status,
+			Payee: a.Payee, Amount: a.Amount, Currency: a.Currency, At: a.At,
+		}
+		if a.declined() {
+			e.Status = settle.StatusDeclined
+		}
+		out = append(out, e)
+		if a.VoidSeq != 0 {
+			e.Seq, e.Kind, e.At = a.VoidSeq, KindVoid, a.VoidedAt
+			out = append(out, e)
+		}
 	}
 	for _, f := range refs {
 		out = append(out, LedgerEntry{
@@ -399,9 +450,12 @@ func (r *Rail) Settled(ctx context.Context, key string) (bool, error) {
 // unique and in range, no pending payment on an instant rail, no refund on
 // an irreversible rail, every refund of a settled payment in its currency,
 // and each payment's refunds summing to its recorded refunded amount, never
-// more than its amount. Tests call it after exercising code that pays.
+// more than its amount. For authorizations: no key both settled and
+// authorized, every capture made from a hold of its key, payee and currency,
+// for no more than the hold, and each hold's status agreeing with its
+// capture or void. Tests call it after exercising code that pays.
 func (r *Rail) CheckLedger(ctx context.Context) error {
-	pays, refs, err := r.scan(ctx)
+	pays, refs, auths, err := r.scan(ctx)
 	if err != nil {
 		return fmt.Errorf("fake: %s: check ledger: %w", r.name, err)
 	}
@@ -476,22 +530,81 @@ func (r *Rail) CheckLedger(ctx context.Context) error {
 			return broken("payment %s of %d: refunds sum to %d, recorded %d", p.Key, p.Amount, sums[p.Key], p.Refunded)
 		}
 	}
+	return checkAuthorizations(auths, pays, byKey, useSeq, broken)
+}
+
+// checkAuthorizations is CheckLedger's part for holds. byKey indexes pays;
+// useSeq and broken are CheckLedger's.
+func checkAuthorizations(auths []authorization, pays []payment, byKey map[string]*payment,
+	useSeq func(uint64) error, broken func(string, ...any) error) error {
+	held := make(map[string]bool, len(auths))
+	for _, a := range auths {
+		held[a.Key] = true
+		if err := useSeq(a.Seq); err != nil {
+			return err
+		}
+		if a.VoidSeq != 0 {
+			if err := useSeq(a.VoidSeq); err != nil {
+				return err
+			}
+		}
+		if !a.declined() {
+			if err := a.Status.Validate(); err != nil {
+				return broken("authorization %s: %v", a.Key, err)
+			}
+		}
+		p := byKey[a.Key]
+		if p != nil && !p.Capture {
+			return broken("key %s both settled and authorized", a.Key)
+		}
+		if p != nil && (p.Payee != a.Payee || p.Currency != a.Currency || p.Amount > a.Amount) {
+			return broken("capture %s of %d %s to %s from a hold of %d %s to %s",
+				a.Key, p.Amount, p.Currency, p.Payee, a.Amount, a.Currency, a.Payee)
+		}
+		// Declined when captured, that is; a pending capture that was
+		// returned later (it has a FinalAt) was captured all the same.
+		declinedCapture := p != nil && p.Status == settle.StatusDeclined && p.FinalAt.IsZero()
+		var ok bool
+		switch a.Status {
+		case "", settle.AuthAuthorized, settle.AuthExpired:
+			ok = p == nil && a.VoidSeq == 0
+		case settle.AuthCaptured:
+			ok = p != nil && !declinedCapture && p.Amount == a.CapturedMinor && a.VoidSeq == 0
+		case settle.AuthVoided:
+			// Released by Void, or by the decline of its capture.
+			ok = p == nil && a.VoidSeq != 0 || declinedCapture && a.VoidSeq == 0
+		}
+		if !ok {
+			return broken("authorization %s is %q, void entry %d, capture %v", a.Key, a.Status, a.VoidSeq, p != nil)
+		}
+		if a.Status != settle.AuthCaptured && a.CapturedMinor != 0 {
+			return broken("authorization %s is %q with %d captured", a.Key, a.Status, a.CapturedMinor)
+		}
+	}
+	for _, p := range pays {
+		if p.Capture && !held[p.Key] {
+			return broken("capture %s without an authorization", p.Key)
+		}
+	}
 	return nil
 }
 
-// scan reads every payment and refund in one snapshot, checking that each
-// record sits under its own key.
-func (r *Rail) scan(ctx context.Context) (pays []payment, refs []refund, err error) {
+// scan reads every payment, refund and authorization in one snapshot,
+// checking that each record sits under its own key.
+func (r *Rail) scan(ctx context.Context) (pays []payment, refs []refund, auths []authorization, err error) {
 	err = r.opts.Store.View(ctx, func(tx store.Reader) error {
-		pays, refs = nil, nil
+		pays, refs, auths = nil, nil, nil
 		var err error
 		if pays, err = scanDir(tx, r.prefix+paymentDir, func(p payment) string { return p.Key }); err != nil {
 			return err
 		}
-		refs, err = scanDir(tx, r.prefix+refundDir, func(f refund) string { return f.RefundID })
+		if refs, err = scanDir(tx, r.prefix+refundDir, func(f refund) string { return f.RefundID }); err != nil {
+			return err
+		}
+		auths, err = scanDir(tx, r.prefix+authDir, func(a authorization) string { return a.Key })
 		return err
 	})
-	return pays, refs, err
+	return pays, refs, auths, err
 }
 
 func scanDir[T any](tx store.Reader, dir string, id func(T) string) ([]T, error) {

@@ -11,19 +11,21 @@ import (
 
 // The names of the sandbox rails.
 const (
-	SandboxCard  = "sandbox-card"  // reversible, instant
+	SandboxCard  = "sandbox-card"  // reversible, instant, authorizations
 	SandboxBank  = "sandbox-bank"  // reversible, deferred
 	SandboxChain = "sandbox-chain" // irreversible, instant
 )
 
 // SandboxDeclinePayee is the sandbox's magic payee: every sandbox rail
-// declines each payment to it (code "do_not_honor", no money moves), so a
-// newcomer can see a decline, and trip the circuit breaker, on purpose.
+// declines each payment (and sandbox-card each authorization) to it (code
+// "do_not_honor", no money moves or is held), so a newcomer can see a
+// decline, and trip the circuit breaker, on purpose.
 const SandboxDeclinePayee = "acct:decline.sandbox"
 
 // declineMagicPayee is the sandbox rails' fault hook.
 func declineMagicPayee(op Op, req any) error {
-	if r, ok := req.(settle.SettleRequest); ok && op == OpSettle && r.Payee == SandboxDeclinePayee {
+	r, ok := req.(settle.SettleRequest)
+	if ok && (op == OpSettle || op == OpAuthorize) && r.Payee == SandboxDeclinePayee {
 		return &settle.DeclineError{Code: "do_not_honor", Message: "the sandbox declines every payment to " + SandboxDeclinePayee}
 	}
 	return nil
@@ -63,10 +65,15 @@ type SandboxOptions struct {
 // NewSandbox returns the sandbox rails of the reference server, in the
 // order sandbox-card, sandbox-bank, sandbox-chain:
 //
-//	name           facts                    latency      references
-//	sandbox-card   reversible, instant      20-80 ms     "ch_" + 24 hex
-//	sandbox-bank   reversible, deferred     50-150 ms    "tr_" + 24 hex
-//	sandbox-chain  irreversible, instant    100-300 ms   "tx_" + 24 hex
+//	name           facts                    latency      references     authorizations
+//	sandbox-card   reversible, instant      20-80 ms     "ch_" + 24 hex yes, 7-day holds
+//	sandbox-bank   reversible, deferred     50-150 ms    "tr_" + 24 hex no
+//	sandbox-chain  irreversible, instant    100-300 ms   "tx_" + 24 hex no
+//
+// Only sandbox-card has authorizations ([settle.AuthorizerOf] finds them
+// there), because holding funds before capturing them is what cards do:
+// bank transfers and on-chain transfers have no hold to place. Its holds
+// last [DefaultAuthorizationTTL] by the sandbox's clock.
 //
 // They never decline or fail on their own unless UnknownOutcomeRate is set,
 // except that every payment to [SandboxDeclinePayee] is declined;
@@ -81,10 +88,11 @@ func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 		facts    settle.Facts
 		min, max time.Duration
 		prefix   string
+		auths    bool
 	}{
-		{SandboxCard, settle.Facts{Reversibility: settle.Reversible, Finality: settle.Instant}, 20 * time.Millisecond, 80 * time.Millisecond, "ch_"},
-		{SandboxBank, settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred}, 50 * time.Millisecond, 150 * time.Millisecond, "tr_"},
-		{SandboxChain, settle.Facts{Reversibility: settle.Irreversible, Finality: settle.Instant}, 100 * time.Millisecond, 300 * time.Millisecond, "tx_"},
+		{SandboxCard, settle.Facts{Reversibility: settle.Reversible, Finality: settle.Instant}, 20 * time.Millisecond, 80 * time.Millisecond, "ch_", true},
+		{SandboxBank, settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred}, 50 * time.Millisecond, 150 * time.Millisecond, "tr_", false},
+		{SandboxChain, settle.Facts{Reversibility: settle.Irreversible, Finality: settle.Instant}, 100 * time.Millisecond, 300 * time.Millisecond, "tx_", false},
 	}
 	rails := make([]*Rail, 0, len(specs))
 	for _, s := range specs {
@@ -99,6 +107,7 @@ func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 			FinalityDelay:   o.FinalityDelay,
 			ReferencePrefix: s.prefix,
 			Fault:           declineMagicPayee,
+			Authorizations:  s.auths,
 		}
 		if o.MaxLatency > 0 {
 			ro.MinLatency, ro.MaxLatency = o.MinLatency, o.MaxLatency
