@@ -184,7 +184,34 @@ type Input struct {
 	Policy Policy
 	// BreakerOpen is the circuit breaker's state.
 	BreakerOpen bool
+	// Session is the session the instruction spends under, when it names
+	// one; nil otherwise.
+	Session *Session
 }
+
+// Session is what the gate knows of the session an instruction names: a
+// sub-budget and lifetime under the mandate.
+type Session struct {
+	ID string
+	// Unknown: no session of this id belongs to the caller.
+	Unknown bool
+	// MandateID is the mandate the session was opened under; it must be
+	// the instruction's.
+	MandateID string
+	// Ended: closed, or its lifetime has passed.
+	Ended bool
+	// BudgetMinor and UsedMinor (reserved or settled so far).
+	BudgetMinor, UsedMinor int64
+}
+
+// Session reason codes (deny), in the session namespace of the protocol
+// surface.
+const (
+	CodeSessionUnknown   = "session.unknown"
+	CodeSessionMismatch  = "session.mandate_mismatch"
+	CodeSessionExpired   = "session.expired"
+	CodeSessionExhausted = "session.exhausted"
+)
 
 // Terms are the instruction's declared terms. Field for field they are the
 // "terms" object of the payment instruction.
@@ -442,6 +469,21 @@ func Decide(in Input) Decision {
 	}
 	if len(listed) > 0 {
 		add(CodeDenyListed, "%s is on the deployment's deny list", strings.Join(listed, " and "))
+	}
+	if ses := in.Session; ses != nil {
+		switch {
+		case ses.Unknown:
+			add(CodeSessionUnknown, "session %s does not exist for this credential", ses.ID)
+		case ses.MandateID != m.ID:
+			add(CodeSessionMismatch, "session %s was opened under another mandate", ses.ID)
+		case ses.Ended:
+			add(CodeSessionExpired, "session %s is closed or expired", ses.ID)
+		default:
+			if total, ok := addInt64(ses.UsedMinor, in.Amount); !ok || total > ses.BudgetMinor {
+				add(CodeSessionExhausted, "session %s has %d of %d left; %d asked",
+					ses.ID, max(0, ses.BudgetMinor-ses.UsedMinor), ses.BudgetMinor, in.Amount)
+			}
+		}
 	}
 	if len(deny) > 0 {
 		d.Outcome = Deny

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,7 @@ const (
 	keyPartyAgent = "identity/partyagent/" // + agent key hex → counterparty id
 	keyChallenge  = "identity/challenge/"  // + nonce → issuedChallenge
 	keyPolicy     = "identity/policy"      // the last recorded policy digest
+	keyPolicySeq  = "identity/policy-seq/" // + entry seq BE8 → the digest that gate.policy entry recorded
 )
 
 // Options configure [Open]. Store, Log and Keys are required.
@@ -299,8 +301,12 @@ func (s *Service) recordPolicy(ctx context.Context) error {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if _, err := s.log.Append(txn, audit.Record{Type: EntryPolicy,
-			Actor: audit.Actor{Kind: "system", ID: "identity"}, Data: data}); err != nil {
+		e, err := s.log.Append(txn, audit.Record{Type: EntryPolicy,
+			Actor: audit.Actor{Kind: "system", ID: "identity"}, Data: data})
+		if err != nil {
+			return err
+		}
+		if err := txn.Set(policySeqKey(e.Seq), []byte(c.Digest)); err != nil {
 			return err
 		}
 		return txn.Set([]byte(keyPolicy), []byte(c.Digest))
@@ -422,3 +428,23 @@ func (s *Service) Rotate(ctx context.Context, call OperatorCall) (Rotation, erro
 
 // keyHex is the ADP wire form of a public key: 64 lowercase hex.
 func keyHex(k ed25519.PublicKey) string { return hex.EncodeToString(k) }
+
+func policySeqKey(seq uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	return append([]byte(keyPolicySeq), b[:]...)
+}
+
+// PolicyAt returns the gate.policy entry in force at record position seq:
+// the last one appended before it, with the digest it recorded. ok is
+// false when none was (a record older than this index, or no policy
+// recorded yet).
+func PolicyAt(r store.Reader, seq uint64) (entrySeq uint64, digest string, ok bool, err error) {
+	it := r.Iterate([]byte(keyPolicySeq), policySeqKey(seq), true)
+	defer it.Close()
+	if !it.Next() {
+		return 0, "", false, it.Err()
+	}
+	k := it.Key()
+	return binary.BigEndian.Uint64(k[len(keyPolicySeq):]), string(it.Value()), true, nil
+}

@@ -26,6 +26,18 @@ const (
 	CodeRefundRefused       = "refund.refused"           // ErrRefundRefused
 	CodeRefundExceeds       = "refund.exceeds"           // ErrRefundExceeds
 	CodeBreakerNotTripped   = "breaker.not_tripped"      // ErrBreakerNotTripped
+
+	// Holds and sessions: the protocol surface declares their problem
+	// types (namespaces hold and session).
+	CodeHoldNotFound      = "hold.not_found"        // ErrNotHold
+	CodeHoldNotAuthorized = "hold.not_authorized"   // ErrHoldNotAuthorized
+	CodeHoldCaptured      = "hold.already_captured" // ErrHoldCaptured
+	CodeHoldReleased      = "hold.released"         // ErrHoldReleased
+	CodeCaptureExceeds    = "hold.capture_exceeds"  // ErrCaptureExceeds
+	CodeSessionNotFound   = "session.not_found"     // ErrSessionNotFound
+	CodeSessionClosed     = "session.closed"        // ErrSessionClosed
+	CodeSessionInvalid    = "session.invalid"       // ErrSessionInvalid
+	CodeBadFeedCursor     = "revocation.bad_cursor" // ErrBadFeedCursor
 )
 
 // Contract returns the money path's declarations for the contract model:
@@ -142,16 +154,6 @@ func Contract() contract.Part {
 				Responses:  []contract.Response{contract.JSON(200, "A page of settling intents.", reflect.TypeFor[SettlingPage]())},
 				Problems:   []string{contract.CodeOperatorUnauthorized, audit.CodeBadCursor, contract.CodeUnavailable},
 			},
-			{
-				ID: "mandate.revoke", Method: "POST", Path: "/protocol/mandate/revoke",
-				Summary: "Revoke a mandate",
-				Description: "Protocol surface, override class. Revokes a mandate for good: every later payment under it is " +
-					"refused (intent.unauthorized, reason mandate_revoked) and payments held under it can no longer be approved.",
-				Credential: contract.CredentialOperator,
-				Body:       reflect.TypeFor[MandateRevokeRequest](),
-				Responses:  []contract.Response{contract.JSON(200, "The revocation.", reflect.TypeFor[Revocation]())},
-				Problems:   []string{contract.CodeOperatorUnauthorized, contract.CodeOperatorRationaleTooShort, CodeMalformed, contract.CodeRequestTooLarge, contract.CodeRequestUnsupportedMediaType, contract.CodeUnavailable},
-			},
 		},
 		Problems: []contract.ProblemType{
 			{Code: CodeMalformed, Status: 400, Title: "Malformed payment instruction", Action: contract.ActionFixRequest,
@@ -236,3 +238,7 @@ type MandateRevokeRequest struct {
 	MandateID string `json:"mandateId" validate:"required,max=128" doc:"The mandate's id (its jti claim)."`
 	Rationale string `json:"rationale" validate:"required,max=2000" doc:"Why, in at least 10 characters; written into the record."`
 }
+
+// OverrideRationale returns the rationale (the protocol surface's
+// override binding reads it).
+func (r MandateRevokeRequest) OverrideRationale() string { return r.Rationale }

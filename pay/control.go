@@ -206,6 +206,9 @@ func (s *Service) RevokeMandate(ctx context.Context, mandateID string, call Oper
 		if err := txn.Set([]byte(keyRevoked+mandateID), v); err != nil {
 			return err
 		}
+		if err := txn.Set(revocationKey(out.RevokedAt, "mandate", mandateID), nil); err != nil {
+			return err
+		}
 		rec, err := call.record("mandate.revoked", "", map[string]string{"mandateId": mandateID})
 		if err != nil {
 			return err

@@ -61,6 +61,11 @@ const (
 	// ReasonMandateRevoked: the operator revoked the mandate. Not produced
 	// here: the caller checks revocation against storage.
 	ReasonMandateRevoked AuthReason = "mandate_revoked"
+	// ReasonIdentityRevoked: the operator revoked the agent identity the
+	// mandate was issued to (protocol revocation.revokeIdentity); every
+	// mandate whose subject it is stops at once. Not produced by
+	// VerifyEnvelope.
+	ReasonIdentityRevoked AuthReason = "identity_revoked"
 	// ReasonSubMismatch: the mandate was issued to another agent
 	// (sub ≠ envelope.agent).
 	ReasonSubMismatch AuthReason = "sub_mismatch"
@@ -130,6 +135,7 @@ type signingView struct {
 	Payee          string       `json:"payee"`
 	Amount         Amount       `json:"amount"`
 	Purpose        string       `json:"purpose"`
+	SessionID      string       `json:"sessionId,omitempty"`
 	Terms          Terms        `json:"terms"`
 	Envelope       signingEnvel `json:"envelope"`
 }
@@ -174,6 +180,10 @@ func SigningBytes(in *Instruction) ([]byte, error) {
 	b = jcsenc.AppendString(b, in.Payee)
 	b = append(b, `,"purpose":`...)
 	b = jcsenc.AppendString(b, in.Purpose)
+	if in.SessionID != "" {
+		b = append(b, `,"sessionId":`...)
+		b = jcsenc.AppendString(b, in.SessionID)
+	}
 	t := &in.Terms
 	b = append(b, `,"terms":{"capitalSource":`...)
 	b = jcsenc.AppendString(b, string(t.CapitalSource))
@@ -193,7 +203,7 @@ func SigningBytes(in *Instruction) ([]byte, error) {
 func validUTF8(in *Instruction) bool {
 	for _, s := range []string{in.IdempotencyKey, in.Payee, in.Amount.Currency, in.Purpose, in.Terms.Rail,
 		string(in.Terms.Reversibility), string(in.Terms.Finality), string(in.Terms.Credential),
-		string(in.Terms.CapitalSource), string(in.Terms.Presence), in.Envelope.Agent, in.Envelope.Mandate} {
+		string(in.Terms.CapitalSource), string(in.Terms.Presence), in.Envelope.Agent, in.Envelope.Mandate, in.SessionID} {
 		if !utf8.ValidString(s) {
 			return false
 		}
@@ -208,6 +218,7 @@ func signingBytesSlow(in *Instruction) ([]byte, error) {
 		Payee:          in.Payee,
 		Amount:         in.Amount,
 		Purpose:        in.Purpose,
+		SessionID:      in.SessionID,
 		Terms:          in.Terms,
 		Envelope:       signingEnvel{Agent: in.Envelope.Agent, Mandate: in.Envelope.Mandate},
 	})

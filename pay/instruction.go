@@ -113,6 +113,10 @@ type Instruction struct {
 	Terms Terms `json:"terms"`
 	// Envelope: who asks and under which mandate.
 	Envelope Envelope `json:"envelope"`
+	// SessionID optionally spends under a session (protocol session.open):
+	// a sub-budget and lifetime under the same mandate, which the gate
+	// checks (session.exhausted, session.expired). Signed like the rest.
+	SessionID string `json:"sessionId,omitempty" validate:"omitempty,max=64,printascii"`
 }
 
 // Amount is an amount of money.
@@ -219,6 +223,8 @@ func DecodeInstruction(b []byte) (*Instruction, error) {
 			})
 		case "purpose":
 			d.str(path, raw, &in.Purpose)
+		case "sessionId":
+			d.str(path, raw, &in.SessionID)
 		case "terms":
 			t := &in.Terms
 			d.object(path, raw, func(name, path string, raw json.RawMessage) bool {

@@ -63,12 +63,13 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 	}
 	sum := sha256.Sum256(challenge)
 	var (
-		res      *Result
-		deferred error
-		toSettle *Intent
+		res         *Result
+		deferred    error
+		toSettle    *Intent
+		toAuthorize bool
 	)
 	err = s.log.Update(ctx, func(txn store.Txn) error {
-		res, deferred, toSettle = nil, nil, nil
+		res, deferred, toSettle, toAuthorize = nil, nil, nil, false
 		in, err := getIntent(txn, req.IntentID)
 		if err != nil {
 			return err
@@ -106,6 +107,11 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 		} else if revoked {
 			return &UnauthorizedError{Reason: ReasonMandateRevoked}
 		}
+		if revoked, err := identityRevoked(txn, in.Agent); err != nil {
+			return err
+		} else if revoked {
+			return &UnauthorizedError{Reason: ReasonIdentityRevoked}
+		}
 		if !in.MandateExpiresAt.IsZero() && !now.Before(in.MandateExpiresAt) {
 			return &UnauthorizedError{Reason: ReasonMandateExpired}
 		}
@@ -140,14 +146,25 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 			res = held()
 			return putIntent(txn, in)
 		}
-		in.Status = StatusSettling
 		if err := txn.Delete([]byte(keyHeld + in.ID)); err != nil {
 			return err
 		}
-		if err := txn.Set([]byte(keySettling+in.ID), nil); err != nil {
+		toSettle = in
+		if in.Hold != nil {
+			// A held hold, approved, is placed: authorized, or asked of
+			// the rail.
+			if toAuthorize, res, err = s.startHold(txn, in, call.RequestID); err != nil {
+				return err
+			}
+		} else {
+			in.Status = StatusSettling
+			if err := txn.Set([]byte(keySettling+in.ID), nil); err != nil {
+				return err
+			}
+		}
+		if err := s.changed(txn, in, StepApproved, call.RequestID); err != nil {
 			return err
 		}
-		toSettle = in
 		return putIntent(txn, in)
 	})
 	switch {
@@ -162,6 +179,8 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 		return nil, deferred
 	case res != nil:
 		return res, nil
+	case toAuthorize:
+		return s.authorizeOnRail(ctx, toSettle, call.RequestID, false)
 	}
 	return s.settle(ctx, toSettle, call.RequestID)
 }
@@ -182,6 +201,12 @@ func (s *Service) expire(txn store.Txn, in *Intent, requestID string) error {
 		return err
 	}
 	if err := txn.Delete([]byte(keyHeld + in.ID)); err != nil {
+		return err
+	}
+	if in.Hold != nil {
+		in.Hold.Phase, in.Hold.EndedBy = HoldPhaseDone, "expiry"
+	}
+	if err := s.changed(txn, in, StepExpired, requestID); err != nil {
 		return err
 	}
 	return putIntent(txn, in)
@@ -369,7 +394,7 @@ func (s *Service) Refund(ctx context.Context, req RefundRequest, call OperatorCa
 		if rail, err := s.rails.Get(in.Terms.Rail); err == nil && rail.Facts().Reversibility == settle.Irreversible {
 			return fmt.Errorf("%w: rail %s is irreversible", ErrRefundRefused, in.Terms.Rail)
 		}
-		remaining := in.Amount.Minor - in.RefundedMinor
+		remaining := in.SettledMinor() - in.RefundedMinor
 		amount := remaining
 		if req.AmountMinor != nil {
 			amount = *req.AmountMinor
@@ -394,6 +419,9 @@ func (s *Service) Refund(ctx context.Context, req RefundRequest, call OperatorCa
 			At: s.now().UTC().Truncate(time.Microsecond), Rationale: call.Rationale, RequestID: call.RequestID}
 		in.PendingRefund = &pending
 		if err := txn.Set([]byte(keyRefunding+in.ID), nil); err != nil {
+			return err
+		}
+		if err := s.changed(txn, in, StepRefunding, call.RequestID); err != nil {
 			return err
 		}
 		return putIntent(txn, in)
@@ -432,23 +460,28 @@ func (s *Service) refundOnRail(ctx context.Context, in *Intent, p Refund) (*Refu
 		if cur.PendingRefund == nil || cur.PendingRefund.ID != p.ID {
 			return nil // finished by someone else
 		}
-		cur.PendingRefund = nil
 		if err := txn.Delete([]byte(keyRefunding + cur.ID)); err != nil {
 			return err
 		}
 		if definiteRefusal {
+			// The effect still sees which refund was refused.
+			if err := s.changed(txn, cur, StepRefundRefused, p.RequestID); err != nil {
+				return err
+			}
+			cur.PendingRefund = nil
 			return putIntent(txn, cur)
 		}
+		cur.PendingRefund = nil
 		p.Reference = res.Reference
 		cur.Refunds = append(cur.Refunds, p)
 		cur.RefundedMinor += p.Minor
 		cur.Status = StatusPartiallyRefunded
-		if cur.RefundedMinor >= cur.Amount.Minor {
+		if cur.RefundedMinor >= cur.SettledMinor() {
 			cur.Status = StatusRefunded
 		}
 		cur.UpdatedAt = s.now().UTC().Truncate(time.Microsecond)
 		data, err := json.Marshal(refundData{RefundID: p.ID, AmountMinor: p.Minor, RefundedMinor: cur.RefundedMinor,
-			RemainingMinor: cur.Amount.Minor - cur.RefundedMinor, Reference: res.Reference, Rail: cur.Terms.Rail})
+			RemainingMinor: cur.SettledMinor() - cur.RefundedMinor, Reference: res.Reference, Rail: cur.Terms.Rail})
 		if err != nil {
 			return err
 		}
@@ -458,7 +491,10 @@ func (s *Service) refundOnRail(ctx context.Context, in *Intent, p Refund) (*Refu
 			return err
 		}
 		out = &RefundResult{IntentID: cur.ID, RefundID: p.ID, RefundedMinor: cur.RefundedMinor,
-			RemainingMinor: cur.Amount.Minor - cur.RefundedMinor, Status: cur.Status, AuditSeq: e.Seq}
+			RemainingMinor: cur.SettledMinor() - cur.RefundedMinor, Status: cur.Status, AuditSeq: e.Seq}
+		if err := s.changed(txn, cur, StepRefunded, p.RequestID); err != nil {
+			return err
+		}
 		return putIntent(txn, cur)
 	})
 	if err != nil {

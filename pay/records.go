@@ -13,6 +13,15 @@ import (
 //	        │                        │
 //	        └──window passed──▶ expired   └──declined──▶ failed
 //	denied (terminal, decided by the gate)
+//
+// An intent asked for as a hold (see [HoldOptions]) stops at authorized
+// instead of settling: the amount stays reserved (and, on a rail that can
+// authorize, held by the rail) until a capture settles part or all of it,
+// a release voids it, or its expiry passes:
+//
+//	(settling: authorize) ──▶ authorized ──capture──▶ settling ──▶ settled
+//	                              ├──release──▶ voided
+//	                              └──expiry───▶ expired
 type Status string
 
 // Intent states (DESIGN §4).
@@ -25,6 +34,11 @@ const (
 	StatusDenied            Status = "denied"
 	StatusFailed            Status = "failed"
 	StatusExpired           Status = "expired"
+	// StatusAuthorized: a hold whose amount is reserved, waiting for a
+	// capture or a release.
+	StatusAuthorized Status = "authorized"
+	// StatusVoided: a hold released without a capture; nothing moved.
+	StatusVoided Status = "voided"
 )
 
 // Outcome is what a payment request came to, as the HTTP layer renders it:
@@ -38,6 +52,9 @@ const (
 	OutcomeHeld    Outcome = "held"
 	OutcomeDenied  Outcome = "denied"
 	OutcomeFailed  Outcome = "failed"
+	// OutcomeAuthorized: a hold was placed (see [HoldOptions]); nothing
+	// moved yet.
+	OutcomeAuthorized Outcome = "authorized"
 )
 
 // Route names an idempotency namespace: keys used on /pay and /buy never
@@ -140,7 +157,22 @@ type Result struct {
 	Held      *Held    `json:"held,omitempty"`
 	Denial    *Denial  `json:"denial,omitempty"`
 	Failure   *Failure `json:"failure,omitempty"`
-	Replayed  bool     `json:"-"`
+	// Authorized is set for OutcomeAuthorized.
+	Authorized *Authorized `json:"authorized,omitempty"`
+	Replayed   bool        `json:"-"`
+}
+
+// Authorized is the outcome of a hold placed: the amount reserved against
+// the mandate (and held by the rail when it can authorize) until ExpiresAt.
+type Authorized struct {
+	IntentID string `json:"intentId"`
+	Amount   Amount `json:"amount"`
+	// RailAuthorization says whether the rail itself holds the funds; when
+	// false the hold is a reservation of the mandate's budget only.
+	RailAuthorization bool      `json:"railAuthorization"`
+	Reference         string    `json:"reference,omitempty"`
+	ExpiresAt         time.Time `json:"expiresAt"`
+	AuditSeq          uint64    `json:"auditSeq"`
 }
 
 // Approval is the pending-approval material of a held intent.
@@ -204,12 +236,18 @@ type Intent struct {
 	MandateExpiresAt time.Time `json:"mandateExpiresAt"`
 	// Reservation is the amount counted against the mandate's period cap
 	// while the intent is held or settling, and the key of that counter.
-	ReservedMinor int64     `json:"reservedMinor"`
-	PeriodKey     string    `json:"periodKey,omitempty"`
-	RequestID     string    `json:"requestId,omitempty"`
-	CreatedAt     time.Time `json:"createdAt"`
-	UpdatedAt     time.Time `json:"updatedAt"`
-	Links         Links     `json:"links"`
+	ReservedMinor int64  `json:"reservedMinor"`
+	PeriodKey     string `json:"periodKey,omitempty"`
+	// Tags are the usage tags of the request that created the intent.
+	Tags []string `json:"tags,omitempty"`
+	// SessionID is the session the intent spends under, if any.
+	SessionID string `json:"sessionId,omitempty"`
+	// Hold is set on an intent asked for as a hold.
+	Hold      *HoldState `json:"hold,omitempty"`
+	RequestID string     `json:"requestId,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+	Links     Links      `json:"links"`
 }
 
 // Store key layout of package pay (DESIGN §1: pay owns pay/).
@@ -226,6 +264,16 @@ const (
 	keyDenials      = "pay/denials/"       // + mandate id → consecutive denials, decimal
 	keyRevoked      = "pay/revoked/"       // + mandate id → revocation JSON
 	keyControl      = "pay/control"        // kill switch and breaker state JSON
+
+	keyHoldExpiry      = "pay/hold-exp/"        // + expiry BE8 (unix ns) + intent id → empty: authorized holds by expiry
+	keySession         = "pay/session/"         // + session id → Session JSON
+	keySessionExpiry   = "pay/session-exp/"     // + expiry BE8 + session id → empty: open sessions by expiry
+	keySessionsByKey   = "pay/sessions-by-key/" // + agent key id + "/" + session id → empty
+	keyRevokedIdentity = "pay/revoked-agent/"   // + agent id → IdentityRevocation JSON
+	keyRevocations     = "pay/revocations/"     // + revoked-at BE8 (unix ns) + kind + "/" + id → empty: the revocation feed
+	keyByKey           = "pay/by-key/"          // + agent key id + "/" + created BE8 + intent id → empty
+	keyByMandate       = "pay/by-mandate/"      // + mandate id + "/" + created BE8 + intent id → empty
+	keyIndexVersion    = "pay/index-version"    // which secondary indexes exist for every intent
 )
 
 func be8(v uint64) []byte {

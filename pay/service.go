@@ -55,6 +55,10 @@ type Caller struct {
 	// gate checks it against the instruction's terms. Empty skips that
 	// check (in-process callers with no credential at all).
 	Credential gate.Credential
+	// Tags are the request's usage tags (X-Svc-Tags), kept on the intents
+	// it creates so economics can group by them. They do not take part in
+	// idempotency.
+	Tags []string
 }
 
 func (c Caller) mayActFor(agent string) bool {
@@ -130,6 +134,8 @@ type Service struct {
 	running map[string]struct{} // intents this process is settling right now
 
 	known sync.Map // mandate ids durably stored under keyMandate; see rememberMandate
+
+	effects effects // per-route effects; see SetEffect
 }
 
 // New returns a Service. Call [Service.Reconcile] once after New (the
@@ -234,6 +240,10 @@ type Signed struct {
 	// settlement (e.g. the merchant and the checkout session to complete).
 	// It must not hold secrets.
 	Metadata map[string]string
+	// Hold, when set, asks for a hold instead of a settlement: on allow (or
+	// approval) the intent is authorized and waits for [Service.Capture]
+	// or [Service.Void].
+	Hold *HoldOptions
 }
 
 // AuthorizeSigned is [Service.Authorize] for an instruction built by the
@@ -266,7 +276,10 @@ func (s *Service) AuthorizeSigned(ctx context.Context, route Route, c Caller, in
 			return nil, fmt.Errorf("pay: digest: %w", err)
 		}
 	}
-	return s.decide(ctx, route, c, in, m, digest, sg.Metadata, requestID)
+	if sg.Hold != nil && (sg.Hold.TTL < MinHoldTTL || sg.Hold.TTL > MaxHoldTTL) {
+		return nil, fmt.Errorf("pay: hold TTL %s outside %s..%s", sg.Hold.TTL, MinHoldTTL, MaxHoldTTL)
+	}
+	return s.decide(ctx, route, c, in, m, digest, sg, requestID)
 }
 
 // refusal is the data of a gate.decision entry for a request refused
@@ -337,19 +350,21 @@ type decisionData struct {
 }
 
 // decide is transaction 1.
-func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruction, m *Mandate, digest string, meta map[string]string, requestID string) (*Result, error) {
+func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruction, m *Mandate, digest string, sg Signed, requestID string) (*Result, error) {
+	meta := sg.Metadata
 	var (
-		res      *Result
-		resume   string
-		deferred error
-		toSettle *Intent
+		res         *Result
+		resume      string
+		deferred    error
+		toSettle    *Intent
+		toAuthorize bool
 	)
 	challenge := make([]byte, 32)
 	if _, err := io.ReadFull(s.rand, challenge); err != nil {
 		return nil, fmt.Errorf("pay: challenge: %w", err)
 	}
 	err := s.log.Update(ctx, func(txn store.Txn) error {
-		res, resume, deferred, toSettle = nil, "", nil, nil
+		res, resume, deferred, toSettle, toAuthorize = nil, "", nil, nil, false
 		rec, err := getIdem(txn, route, c.KeyID, in.IdempotencyKey)
 		if err != nil {
 			return err
@@ -385,6 +400,12 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			deferred = &UnauthorizedError{Reason: ReasonMandateRevoked}
 			return s.appendRefusal(txn, c, route, in, "envelope", CodeUnauthorized, string(ReasonMandateRevoked), m.ID, requestID)
 		}
+		if revoked, err := identityRevoked(txn, m.Claims.Agent); err != nil {
+			return err
+		} else if revoked {
+			deferred = &UnauthorizedError{Reason: ReasonIdentityRevoked}
+			return s.appendRefusal(txn, c, route, in, "envelope", CodeUnauthorized, string(ReasonIdentityRevoked), m.ID, requestID)
+		}
 
 		if err := s.rememberMandate(txn, m, now); err != nil {
 			return err
@@ -398,22 +419,42 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		if input.Counters.PeriodMinor, err = getInt(txn, []byte(periodKey)); err != nil {
 			return err
 		}
-		if input.Counters.VelocityCount, err = s.velocityCount(txn, m, now); err != nil {
+		if input.Counters.VelocityCount, err = velocityCount(txn, m, now); err != nil {
 			return err
 		}
 		if input.Counters.ConsecutiveDenials, err = getInt(txn, []byte(keyDenials+m.ID)); err != nil {
 			return err
 		}
+		var ses *Session
+		if in.SessionID != "" {
+			if input.Session, ses, err = s.sessionGate(txn, c, in.SessionID, now); err != nil {
+				return err
+			}
+		}
 		d := gate.Decide(input)
+		eff := s.effect(route)
 
 		id := ids.New(ids.Intent)
 		intent := &Intent{
 			ID: id, Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount,
-			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, Decision: d, MandateExpiresAt: m.Claims.ExpiresAt.UTC(),
-			Metadata: meta,
-			Refunds:  []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
+			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, MandateExpiresAt: m.Claims.ExpiresAt.UTC(),
+			Metadata: meta, SessionID: in.SessionID, Tags: c.Tags,
+			Refunds: []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
 		}
+		if sg.Hold != nil {
+			intent.Hold = &HoldState{TTLSeconds: int64(sg.Hold.TTL / time.Second)}
+		}
+		if d.Outcome != gate.Deny && eff.Admit != nil {
+			reason, err := eff.Admit(txn, intent)
+			if err != nil {
+				return err
+			}
+			if reason != nil {
+				d = gate.Decision{Outcome: gate.Deny, Reasons: []gate.Reason{*reason}, MandateID: m.ID}
+			}
+		}
+		intent.Decision = d
 		data, err := json.Marshal(decisionData{
 			Decision: d, Stage: "policy", Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Rail: in.Terms.Rail, Metadata: meta,
@@ -450,6 +491,11 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			if err := putInt(txn, []byte(periodKey), input.Counters.PeriodMinor+in.Amount.Minor); err != nil {
 				return err
 			}
+			if ses != nil {
+				if err := chargeSession(txn, ses, in.Amount.Minor, now); err != nil {
+					return err
+				}
+			}
 			if !m.Claims.Velocity.IsZero() {
 				vk := append([]byte(keyVelocity+m.ID+"/"), be8(uint64(now.UnixNano()))...)
 				if err := txn.Set(append(vk, id...), nil); err != nil {
@@ -475,6 +521,17 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 					ApprovalsRequired: intent.Approval.Required, ApprovalsReceived: 0,
 					ExpiresAt: intent.Approval.ExpiresAt, Links: s.links(id),
 				}}
+			} else if intent.Hold != nil {
+				idem.State, idem.Result = idemInFlight, nil
+				if err := putIdem(txn, route, c.KeyID, in.IdempotencyKey, idem); err != nil {
+					return err
+				}
+				if toAuthorize, res, err = s.startHold(txn, intent, requestID); err != nil {
+					return err
+				}
+				if toAuthorize {
+					toSettle = intent
+				}
 			} else {
 				intent.Status = StatusSettling
 				if err := txn.Set([]byte(keySettling+id), nil); err != nil {
@@ -484,11 +541,19 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 				toSettle = intent
 			}
 		}
-		if err := putIdem(txn, route, c.KeyID, in.IdempotencyKey, idem); err != nil {
+		if intent.Hold == nil || d.Outcome != gate.Allow {
+			if err := putIdem(txn, route, c.KeyID, in.IdempotencyKey, idem); err != nil {
+				return err
+			}
+			if toSettle == nil {
+				res = idem.Result
+			}
+		}
+		if err := s.indexIntent(txn, intent); err != nil {
 			return err
 		}
-		if toSettle == nil {
-			res = idem.Result
+		if err := s.changed(txn, intent, StepDecided, requestID); err != nil {
+			return err
 		}
 		return putIntent(txn, intent)
 	})
@@ -504,9 +569,21 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		return res, nil
 	case resume != "":
 		return s.resume(ctx, resume, requestID)
+	case toAuthorize:
+		return s.authorizeOnRail(ctx, toSettle, requestID, false)
 	default:
 		return s.settle(ctx, toSettle, requestID)
 	}
+}
+
+// indexIntent writes the secondary indexes of a new intent: by agent key
+// and by mandate, each in creation order.
+func (s *Service) indexIntent(txn store.Txn, in *Intent) error {
+	at := be8(uint64(in.CreatedAt.UnixNano()))
+	if err := txn.Set(append(append([]byte(keyByKey+in.AgentKeyID+"/"), at...), in.ID...), nil); err != nil {
+		return err
+	}
+	return txn.Set(append(append([]byte(keyByMandate+in.MandateID+"/"), at...), in.ID...), nil)
 }
 
 func (s *Service) appendRefusal(txn store.Txn, c Caller, route Route, in *Instruction, stage, code, reason, mandateID, requestID string) error {
@@ -523,7 +600,7 @@ func (s *Service) appendRefusal(txn store.Txn, c Caller, route Route, in *Instru
 
 // velocityCount counts the mandate's allowed or held payments in the
 // rolling window, reading at most Count+1 index entries.
-func (s *Service) velocityCount(txn store.Txn, m *Mandate, now time.Time) (int64, error) {
+func velocityCount(txn store.Reader, m *Mandate, now time.Time) (int64, error) {
 	v := m.Claims.Velocity
 	if v.IsZero() {
 		return 0, nil

@@ -42,7 +42,7 @@ func settleRequest(in *Intent) settle.SettleRequest {
 	}
 	meta["idempotencyKey"] = in.IdempotencyKey
 	return settle.SettleRequest{
-		Key: in.ID, Payee: in.Payee, Amount: in.Amount.Minor, Currency: in.Amount.Currency, Metadata: meta,
+		Key: in.ID, Payee: in.Payee, Amount: in.settleMinor(), Currency: in.Amount.Currency, Metadata: meta,
 	}
 }
 
@@ -82,6 +82,9 @@ func (s *Service) resume(ctx context.Context, id, requestID string) (*Result, er
 	rail, err := s.rails.Get(in.Terms.Rail)
 	if err != nil {
 		return nil, fmt.Errorf("%w: intent %s: rail %q is not registered", ErrRailUnavailable, id, in.Terms.Rail)
+	}
+	if in.Hold != nil && (in.Hold.Phase == HoldPhaseAuthorize || in.Hold.RailAuthorization) {
+		return s.resumeHold(ctx, in, rail, ctl, requestID)
 	}
 	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
 		if rl, ok := rail.(settle.RequestLooker); ok {
@@ -269,7 +272,7 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	}
 	rcpt := Receipt{
 		ID: ids.New(ids.Receipt), IntentID: cur.ID, IdempotencyKey: cur.IdempotencyKey,
-		Payee: cur.Payee, Amount: cur.Amount, Rail: cur.Terms.Rail, Reference: st.Reference,
+		Payee: cur.Payee, Amount: Amount{Minor: cur.settleMinor(), Currency: cur.Amount.Currency}, Rail: cur.Terms.Rail, Reference: st.Reference,
 		Terms: cur.Terms, SettledAt: at.UTC().Truncate(time.Microsecond),
 	}
 	data, err := json.Marshal(settledData{Receipt: rcpt})
@@ -283,6 +286,9 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	rcpt.AuditSeq, rcpt.AuditHash = e.Seq, e.Hash
 	cur.Status, cur.Receipt, cur.ReservedMinor, cur.UpdatedAt = StatusSettled, &rcpt, 0, now
 	cur.UnknownOutcome = nil
+	if cur.Hold != nil {
+		cur.Hold.Phase = HoldPhaseDone
+	}
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
@@ -291,6 +297,9 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	}
 	r := &Result{Outcome: OutcomeSettled, IntentID: cur.ID, RequestID: cur.RequestID, Receipt: &rcpt}
 	if err := s.finalIdem(txn, cur, r); err != nil {
+		return err
+	}
+	if err := s.changed(txn, cur, StepSettled, requestID); err != nil {
 		return err
 	}
 	ctl, err := getControl(txn)
@@ -323,6 +332,12 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 	f := &Failure{IntentID: cur.ID, Rail: cur.Terms.Rail, DeclineCode: code, Message: msg, AuditSeq: e.Seq}
 	cur.Status, cur.Failure, cur.UpdatedAt = StatusFailed, f, now
 	cur.UnknownOutcome = nil
+	if cur.Hold != nil {
+		cur.Hold.Phase = HoldPhaseDone
+	}
+	if err := s.changed(txn, cur, StepFailed, requestID); err != nil {
+		return err
+	}
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
@@ -341,19 +356,31 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 }
 
 // releaseReservation gives an intent's reserved amount back to its
-// mandate's period cap.
+// mandate's period cap (and its session's budget).
 func (s *Service) releaseReservation(txn store.Txn, cur *Intent) error {
-	if cur.ReservedMinor == 0 || cur.PeriodKey == "" {
+	return s.releasePart(txn, cur, cur.ReservedMinor)
+}
+
+// releasePart gives minor of an intent's reservation back: all of it when
+// the intent ends without settling, the uncaptured rest of a hold.
+func (s *Service) releasePart(txn store.Txn, cur *Intent, minor int64) error {
+	minor = min(minor, cur.ReservedMinor)
+	if minor <= 0 || cur.PeriodKey == "" {
 		return nil
 	}
 	total, err := getInt(txn, []byte(cur.PeriodKey))
 	if err != nil {
 		return err
 	}
-	if err := putInt(txn, []byte(cur.PeriodKey), max(0, total-cur.ReservedMinor)); err != nil {
+	if err := putInt(txn, []byte(cur.PeriodKey), max(0, total-minor)); err != nil {
 		return err
 	}
-	cur.ReservedMinor = 0
+	if cur.SessionID != "" {
+		if err := releaseSession(txn, cur.SessionID, minor); err != nil {
+			return err
+		}
+	}
+	cur.ReservedMinor -= minor
 	return nil
 }
 
@@ -402,6 +429,9 @@ type ReconcileReport struct {
 // reference server runs it at start-up and periodically. Intents whose
 // rail still gives no definite answer stay settling and are counted.
 func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	if err := s.migrateIndexes(ctx); err != nil {
+		return ReconcileReport{}, err
+	}
 	var pending []string
 	err := s.st.View(ctx, func(r store.Reader) error {
 		it := r.Iterate([]byte(keySettling), []byte(store.PrefixEnd([]byte(keySettling))), false)

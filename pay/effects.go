@@ -1,0 +1,101 @@
+package pay
+
+import (
+	"github.com/countersign/countersign/audit"
+	"sync"
+
+	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/store"
+)
+
+// Step names a change of an intent that an [Effect] is told about.
+type Step string
+
+// Steps, in the order an intent may meet them.
+const (
+	StepDecided    Step = "decided"    // the gate's outcome, in transaction 1 (any status)
+	StepApproved   Step = "approved"   // the last approval: settling or authorized next
+	StepAuthorized Step = "authorized" // a hold is authorized
+	StepCapture    Step = "capture"    // a hold's capture is sent
+	StepSettled    Step = "settled"    // money moved (transaction 2)
+	StepFailed     Step = "failed"     // the rail declined; the reservation is released
+	StepVoided     Step = "voided"     // a hold was released
+	StepExpired    Step = "expired"    // an approval window or a hold expiry passed
+	StepRefunding  Step = "refunding"  // a refund is about to be sent; an error refuses it
+	StepRefunded   Step = "refunded"   // a refund was recorded
+	// StepRefundRefused: the rail refused the refund StepRefunding
+	// announced; nothing was returned.
+	StepRefundRefused Step = "refund_refused"
+)
+
+// Effect keeps another package's books in step with the intents of one
+// route, inside the transactions that change them, so that its state and
+// the intent's can never disagree, whoever finishes the intent (the
+// request, an approval, the reconciler after a crash, a sweep). The
+// protocol surface's custody ledger is one.
+type Effect struct {
+	// Admit, when set, runs in the deciding transaction after the gate
+	// allowed or held the intent. A non-nil reason turns the decision into
+	// a denial with that reason alone; an error abandons the transaction.
+	Admit func(txn store.Txn, in *Intent) (*gate.Reason, error)
+	// Changed, when set, runs inside every transaction that changes an
+	// intent of the route, after pay's own writes. An error abandons the
+	// transaction: at StepRefunding that refuses the refund; at any other
+	// step it is a fault (the change is retried by whoever retries it).
+	Changed func(txn store.Txn, in *Intent, step Step, requestID string) error
+}
+
+type effects struct {
+	mu sync.RWMutex
+	m  map[Route]Effect
+}
+
+// SetEffect installs the effect of a route, replacing any before. Set it
+// before the first request of the route and before [Service.Reconcile],
+// which may finish intents of the route.
+func (s *Service) SetEffect(route Route, e Effect) {
+	s.effects.mu.Lock()
+	defer s.effects.mu.Unlock()
+	if s.effects.m == nil {
+		s.effects.m = map[Route]Effect{}
+	}
+	s.effects.m[route] = e
+}
+
+func (s *Service) effect(route Route) Effect {
+	s.effects.mu.RLock()
+	defer s.effects.mu.RUnlock()
+	return s.effects.m[route]
+}
+
+func (s *Service) changed(txn store.Txn, in *Intent, step Step, requestID string) error {
+	if e := s.effect(in.Route); e.Changed != nil {
+		return e.Changed(txn, in, step, requestID)
+	}
+	return nil
+}
+
+// AppendIntentEntry appends an entry about an intent inside txn and
+// indexes it under the intent, so GET /intents/{id}/events pages it with
+// pay's own: another package's entries about an intent (the protocol
+// surface's) go through it.
+func (s *Service) AppendIntentEntry(txn store.Txn, r audit.Record) (audit.Entry, error) {
+	return s.append(txn, r)
+}
+
+// IntentEntrySeqs returns the sequence numbers of the entries about an
+// intent, oldest first.
+func IntentEntrySeqs(r store.Reader, id string) ([]uint64, error) {
+	prefix := []byte(keyIntentEvents + id + "/")
+	it := r.Iterate(prefix, store.PrefixEnd(prefix), false)
+	var out []uint64
+	for it.Next() {
+		k := it.Key()
+		out = append(out, beUint64(k[len(k)-8:]))
+	}
+	return out, it.Close()
+}
+
+// GetIntent reads an intent inside a transaction or view, whoever it
+// belongs to; callers check ownership.
+func GetIntent(r store.Reader, id string) (*Intent, error) { return getIntent(r, id) }
