@@ -27,7 +27,6 @@ func ExampleContract() {
 	// operator.breaker_reset POST /operator/circuit-breaker/reset operator
 	// operator.approvals GET /operator/approvals operator
 	// operator.settling GET /operator/settling operator
-	// mandate.revoke POST /protocol/mandate/revoke operator
 	// intent.malformed 400 fix-request
 	// intent.unauthorized 403 stop
 	// intent.denied 403 stop
