@@ -126,6 +126,7 @@ func clientAddr(r *http.Request) string {
 type reqState struct {
 	principal *Principal
 	code      string
+	tags      []string // X-Svc-Tags, parsed once
 }
 
 type reqStateKey struct{}
@@ -146,8 +147,7 @@ func (s *server) countUsage(r *http.Request, op contract.Operation, st *reqState
 	if outcome == "" {
 		outcome = "ok"
 	}
-	tags := auth.ParseTags(strings.Join(r.Header.Values(contract.HeaderSvcTags), ","))
-	s.usage.Count(st.principal.KeyID, op.ID, outcome, tags, s.now())
+	s.usage.Count(st.principal.KeyID, op.ID, outcome, st.tags, s.now())
 }
 
 func (s *server) usageGet(ctx context.Context, p *auth.UsageParams, _ *noBody) (auth.Report, error) {

@@ -19,7 +19,7 @@ var errNoSuchProblem = errcode.New(contract.CodeRouteNotFound, "httpserver: no p
 // operation of product.Definition needs an entry here, and New fails until
 // it has one.
 func (s *server) endpoints() map[string]endpoint {
-	return map[string]endpoint{
+	eps := map[string]endpoint{
 		"audit.list":        jsonEndpoint(s.auditList),
 		"audit.checkpoint":  rawEndpoint(s.auditCheckpoint),
 		"audit.entry":       jsonEndpoint(s.auditEntry),
@@ -39,7 +39,6 @@ func (s *server) endpoints() map[string]endpoint {
 		"operator.agents.create": rawEndpoint(s.opAgentsCreate),
 		"operator.agents.list":   jsonEndpoint(s.opAgentsList),
 		"operator.agents.revoke": jsonEndpoint(s.opAgentsRevoke),
-		"mandate.revoke":         jsonEndpoint(s.opMandateRevoke),
 
 		"webhooks.create":     rawEndpoint(s.whCreate),
 		"webhooks.list":       jsonEndpoint(s.whList),
@@ -78,6 +77,8 @@ func (s *server) endpoints() map[string]endpoint {
 		"health.get":   jsonEndpoint(s.health),
 		"problems.get": rawEndpoint(s.problemPage),
 	}
+	s.protocolEndpoints(eps)
+	return eps
 }
 
 func (s *server) auditList(ctx context.Context, p *audit.AuditListParams, _ *noBody) (audit.Page, error) {

@@ -109,17 +109,6 @@ func (s *server) opApprovals(ctx context.Context, p *contract.PageParams, _ *noB
 	return s.operations.Held(ctx, p.Cursor, p.Limit)
 }
 
-func (s *server) opMandateRevoke(ctx context.Context, _ *noParams, req *pay.MandateRevokeRequest) (pay.Revocation, error) {
-	if s.operations == nil {
-		return pay.Revocation{}, errNoOperations
-	}
-	call, err := operatorCall(ctx, req.Rationale)
-	if err != nil {
-		return pay.Revocation{}, err
-	}
-	return s.operations.RevokeMandate(ctx, req.MandateID, call)
-}
-
 func (s *server) opAgentsCreate(w http.ResponseWriter, r *http.Request, _ *noParams) error {
 	if s.agentKeys == nil {
 		return errNoOperations

@@ -41,7 +41,11 @@ func caller(ctx context.Context) (pay.Caller, error) {
 	if p.DPoP {
 		cred = gate.CredentialDPoP
 	}
-	return pay.Caller{KeyID: p.KeyID, Agents: p.Agents, Credential: cred}, nil
+	c := pay.Caller{KeyID: p.KeyID, Agents: p.Agents, Credential: cred}
+	if st := stateFrom(ctx); st != nil {
+		c.Tags = st.tags
+	}
+	return c, nil
 }
 
 // payCreate is POST /pay. It hands the raw body to the service, which

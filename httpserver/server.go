@@ -145,6 +145,9 @@ type Config struct {
 	// Commerce quotes and buys from merchants. Nil: those operations
 	// answer 500.
 	Commerce Commerce
+	// Protocol is the generated method surface. Nil: its operations
+	// answer 500.
+	Protocol Protocol
 	// Memory is the bi-temporal memory store. Nil: those operations
 	// answer 500.
 	Memory Memory
@@ -177,6 +180,7 @@ type server struct {
 	identity   Identity
 	commerce   Commerce
 	memory     Memory
+	protocol   Protocol
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -206,7 +210,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
 		limiter: cfg.Limiter, addrLimit: cfg.AddrLimiter, usage: cfg.Usage,
 		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries, identity: cfg.Identity, commerce: cfg.Commerce,
-		memory: cfg.Memory,
+		memory: cfg.Memory, protocol: cfg.Protocol,
 	}
 	if s.model == nil {
 		s.model = product.Model()
@@ -365,7 +369,7 @@ func (ep endpoint) agrees(op contract.Operation) error {
 // parameters, call, answer.
 func (s *server) operationHandler(op contract.Operation, ep endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := &reqState{}
+		st := &reqState{tags: auth.ParseTags(strings.Join(r.Header.Values(contract.HeaderSvcTags), ","))}
 		r = r.WithContext(context.WithValue(r.Context(), reqStateKey{}, st))
 		if err := s.serveOperation(w, r, op, ep); err != nil {
 			s.writeError(w, r, err)

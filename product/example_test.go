@@ -19,12 +19,13 @@ func ExampleDefinition() {
 	// Countersign 0.1.0
 	// contract  0 operations 14 problem types 0 event kinds
 	// audit     5 operations  3 problem types 0 event kinds
-	// pay      10 operations 16 problem types 0 event kinds
+	// pay       9 operations 16 problem types 0 event kinds
 	// auth      4 operations  4 problem types 0 event kinds
 	// webhook   7 operations  8 problem types 9 event kinds
 	// identity 10 operations 10 problem types 0 event kinds
 	// commerce  4 operations  8 problem types 0 event kinds
 	// memory    6 operations  8 problem types 0 event kinds
+	// protocol 32 operations 24 problem types 0 event kinds
 	// product   4 operations  0 problem types 0 event kinds
 }
 
@@ -52,7 +53,6 @@ func ExampleModel() {
 	// POST /operator/circuit-breaker/reset operator.breaker_reset operator
 	// GET /operator/approvals operator.approvals operator
 	// GET /operator/settling operator.settling operator
-	// POST /protocol/mandate/revoke mandate.revoke operator
 	// GET /usage usage.get agent
 	// POST /operator/agents operator.agents.create operator
 	// GET /operator/agents operator.agents.list operator
@@ -84,6 +84,38 @@ func ExampleModel() {
 	// POST /memory/verify memory.verify none
 	// POST /memory/forget memory.forget operator
 	// POST /memory/taint memory.taint operator
+	// POST /protocol/mandate/get mandate.get agent
+	// POST /protocol/mandate/list mandate.list agent
+	// POST /protocol/mandate/verify mandate.verify agent
+	// POST /protocol/mandate/revoke mandate.revoke operator
+	// POST /protocol/session/open session.open agent
+	// POST /protocol/session/get session.get agent
+	// POST /protocol/session/close session.close agent
+	// POST /protocol/hold/place hold.place agent
+	// POST /protocol/hold/capture hold.capture agent
+	// POST /protocol/hold/release hold.release agent
+	// POST /protocol/hold/get hold.get agent
+	// POST /protocol/meter/open meter.open agent
+	// POST /protocol/meter/record meter.record agent
+	// POST /protocol/meter/close meter.close agent
+	// POST /protocol/meter/get meter.get agent
+	// POST /protocol/custody/balance custody.balance agent
+	// POST /protocol/custody/deposit custody.deposit agent
+	// POST /protocol/custody/withdraw custody.withdraw agent
+	// POST /protocol/custody/ledger custody.ledger agent
+	// POST /protocol/stake/post stake.post agent
+	// POST /protocol/stake/get stake.get agent
+	// POST /protocol/stake/release stake.release agent
+	// POST /protocol/economics/summary economics.summary agent
+	// POST /protocol/economics/budget economics.budget agent
+	// POST /protocol/oversight/status oversight.status agent
+	// POST /protocol/oversight/policy oversight.policy agent
+	// POST /protocol/oversight/queue oversight.queue agent
+	// POST /protocol/revocation/list revocation.list agent
+	// POST /protocol/revocation/check revocation.check agent
+	// POST /protocol/revocation/revoke_identity revocation.revoke_identity operator
+	// POST /protocol/proof/get proof.get agent
+	// POST /protocol/proof/verify proof.verify agent
 	// GET /openapi.json openapi.get none
 	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none

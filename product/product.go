@@ -44,6 +44,7 @@ import (
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/protocol"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -73,6 +74,7 @@ func Definition() contract.Definition {
 			identity.Contract(),
 			commerce.Contract(),
 			memory.Contract(),
+			protocol.Contract(),
 			served(),
 		},
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
+	"github.com/countersign/countersign/protocol"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
@@ -150,6 +151,7 @@ type server struct {
 	dpop     *auth.DPoPVerifier
 	webhooks *webhook.Dispatcher
 	memory   *memory.Service
+	protocol *protocol.Service
 	http     *http.Server
 
 	stop context.CancelFunc // stops the background work
@@ -286,6 +288,15 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, err
 	}
 	shop.SetPay(svc)
+	// The protocol surface installs its effects on the money path before
+	// the reconciler may finish its intents. Its policy digest is the
+	// identity's, opened below.
+	var ident *servedIdentity
+	proto, err := protocol.New(protocol.Options{Store: st, Log: lg, Pay: svc, Mandates: mandates, Logger: logger,
+		PolicyDigest: func(ctx context.Context) (string, error) { return ident.PolicyDigest(ctx) }})
+	if err != nil {
+		return nil, err
+	}
 	rep, err := svc.Reconcile(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
@@ -325,7 +336,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	}
 
 	model := product.Model()
-	ident, err := openIdentity(ctx, cfg, st, lg, svc, model, opKeys, baseURL, origin, logger, outbound,
+	ident, err = openIdentity(ctx, cfg, st, lg, svc, model, opKeys, baseURL, origin, logger, outbound,
 		merchantDirectory{svc: shop})
 	if err != nil {
 		return nil, err
@@ -350,6 +361,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		Identity:          ident,
 		Commerce:          shop,
 		Memory:            mem,
+		Protocol:          proto,
 	})
 	if err != nil {
 		return nil, err
@@ -366,17 +378,18 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 
 	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	srv := &server{
-		logger: logger,
-		store:  st,
-		log:    lg,
-		hub:    hub,
-		pay:    svc,
-		shops:  sandboxShops,
-		ops:    opVerifier,
-		usage:  usage,
-		dpop:   dpop,
-		memory: mem,
-		stop:   stop,
+		logger:   logger,
+		store:    st,
+		log:      lg,
+		hub:      hub,
+		pay:      svc,
+		shops:    sandboxShops,
+		ops:      opVerifier,
+		usage:    usage,
+		dpop:     dpop,
+		memory:   mem,
+		protocol: proto,
+		stop:     stop,
 		http: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -392,8 +405,14 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, fmt.Errorf("webhook dispatcher: %w", err)
 	}
 	srv.webhooks = dispatcher
-	srv.bg.Add(1)
+	srv.bg.Add(2)
 	go srv.maintain(bgCtx)
+	go func() {
+		defer srv.bg.Done()
+		// Holds, meters, sessions and stakes due while the server was down
+		// are swept at once, then every 15 seconds.
+		proto.Run(bgCtx, 15*time.Second)
+	}()
 	return srv, nil
 }
 

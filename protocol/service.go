@@ -1,0 +1,212 @@
+package protocol
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/jcsenc"
+	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/store"
+)
+
+// Options configure a Service. Store, Log, Pay and Mandates are required.
+type Options struct {
+	Store    store.Store
+	Log      *audit.Log
+	Pay      *pay.Service
+	Mandates *pay.MandateVerifier
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// PolicyDigest returns the digest of the gate policy in force, the
+	// one /disclose publishes (identity.Service.PolicyDigest). Nil:
+	// oversight.policy answers without a digest.
+	PolicyDigest func(context.Context) (string, error)
+	// CustodyPayee is the payee a custody deposit pays: the deployment's
+	// own custody account. Default DefaultCustodyPayee.
+	CustodyPayee string
+	// Logger receives the scheduler's faults. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultCustodyPayee is the custody account deposits pay when
+// Options.CustodyPayee is empty.
+const DefaultCustodyPayee = "acct:custody.countersign.local"
+
+// Service is the protocol surface: the handler of every declared method
+// (its exported methods are the Go API, one per declaration) over the
+// money path of package pay.
+type Service struct {
+	st       store.Store
+	log      *audit.Log
+	pay      *pay.Service
+	mandates *pay.MandateVerifier
+	now      func() time.Time
+	policy   func(context.Context) (string, error)
+	custody  string
+	logger   *slog.Logger
+}
+
+// New returns a Service and installs its effects on the money path (the
+// books of holds, meters and custody follow their intents whoever
+// finishes them). Create it before pay.Service.Reconcile runs.
+func New(o Options) (*Service, error) {
+	if o.Store == nil || o.Log == nil || o.Pay == nil || o.Mandates == nil {
+		return nil, errors.New("protocol: Options.Store, Log, Pay and Mandates are required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.CustodyPayee == "" {
+		o.CustodyPayee = DefaultCustodyPayee
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Service{st: o.Store, log: o.Log, pay: o.Pay, mandates: o.Mandates, now: o.Now,
+		policy: o.PolicyDigest, custody: o.CustodyPayee, logger: o.Logger}
+	s.pay.SetEffect(routeHoldPlace, pay.Effect{Changed: s.holdChanged})
+	s.pay.SetEffect(routeMeterOpen, pay.Effect{Changed: s.meterChanged})
+	s.pay.SetEffect(routeDeposit, pay.Effect{Changed: s.depositChanged})
+	s.pay.SetEffect(routeWithdraw, pay.Effect{Admit: s.withdrawAdmit, Changed: s.withdrawChanged})
+	return s, nil
+}
+
+// Call runs the method with the given id ("hold.place") on a JSON body,
+// decoded and validated as the HTTP layer does. It is how the generic
+// binding of every transport calls the surface.
+func (s *Service) Call(ctx context.Context, id string, call Call, req any) (any, error) {
+	m, ok := byID[id]
+	if !ok {
+		return nil, fmt.Errorf("protocol: no method %q", id)
+	}
+	return m.Invoke(ctx, s, call, req)
+}
+
+func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// record appends a protocol entry with the object's new state, inside txn.
+// An entry about an intent is indexed under it (GET /intents/{id}/events).
+func (s *Service) record(txn store.Txn, call Call, typ, intentID string, obj any) (audit.Entry, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return audit.Entry{}, err
+	}
+	r := audit.Record{Type: typ, IntentID: intentID, RequestID: call.RequestID, Data: data, Actor: call.actor()}
+	if call.Operator != nil {
+		r.Rationale = call.Operator.Rationale
+	}
+	if intentID != "" {
+		return s.pay.AppendIntentEntry(txn, r)
+	}
+	return s.log.Append(txn, r)
+}
+
+func (c Call) actor() audit.Actor {
+	switch {
+	case c.Operator != nil:
+		return audit.Actor{Kind: "operator", ID: c.Operator.Operator}
+	case c.Agent != nil:
+		return audit.Actor{Kind: "agent", ID: c.Agent.KeyID}
+	}
+	return audit.Actor{Kind: "system", ID: "protocol-scheduler"}
+}
+
+// systemCall is the Call of the scheduler's transitions.
+func systemCall(requestID string) Call { return Call{RequestID: requestID} }
+
+// SpendType is the typ of the agent's signature over a spend: the
+// payment instruction bound to the method it is sent to, so that a spend
+// signed for one method (a hold) is never accepted by another (/pay, a
+// deposit).
+const SpendType = "svc-spend+jws"
+
+// SpendSigningBytes are the bytes a spend's signature covers: the JCS
+// object {"method": id, "payment": SigningBytes(instruction)}.
+func SpendSigningBytes(method string, in *pay.Instruction) ([]byte, error) {
+	p, err := pay.SigningBytes(in)
+	if err != nil {
+		return nil, err
+	}
+	b := append([]byte(`{"method":`), jcsenc.AppendString(nil, method)...)
+	b = append(b, `,"payment":`...)
+	b = append(b, p...)
+	return append(b, '}'), nil
+}
+
+// SignSpend signs a spend for the method (e.g. "hold.place") with the
+// agent's key, setting in.Envelope.Agent (when empty) and Signature. The
+// instruction must otherwise be final.
+func SignSpend(method string, in *pay.Instruction, agentKey ed25519.PrivateKey) error {
+	if len(agentKey) != ed25519.PrivateKeySize {
+		return errors.New("protocol: sign spend: not an Ed25519 private key")
+	}
+	agent := hex.EncodeToString(agentKey.Public().(ed25519.PublicKey))
+	if in.Envelope.Agent == "" {
+		in.Envelope.Agent = agent
+	} else if in.Envelope.Agent != agent {
+		return errors.New("protocol: sign spend: envelope.agent is not the public key of agentKey")
+	}
+	b, err := SpendSigningBytes(method, in)
+	if err != nil {
+		return err
+	}
+	sig, err := pay.SignDetached(agentKey, SpendType, b)
+	if err != nil {
+		return err
+	}
+	in.Envelope.Signature = sig
+	return nil
+}
+
+// spend runs a spend through the one money path: the same structure and
+// envelope checks, gate, reservation, approval and two-phase settlement as
+// /pay, under the idempotency namespace protocol/{method} of the agent
+// key. request is the whole decoded request, whose digest keys the
+// idempotency (the same key with another body is a conflict).
+func (s *Service) spend(ctx context.Context, call Call, route pay.Route, method string, in *pay.Instruction, request any, hold *pay.HoldOptions, meta map[string]string) (*pay.Result, error) {
+	b, err := SpendSigningBytes(method, in)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(request)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(raw)
+	res, err := s.pay.AuthorizeSigned(ctx, route, *call.Agent, in, pay.Signed{
+		Type: SpendType, Bytes: b, Digest: hex.EncodeToString(sum[:]), Metadata: meta, Hold: hold,
+	}, "", call.RequestID)
+	if err != nil {
+		return nil, err
+	}
+	if res.Outcome == pay.OutcomeDenied || res.Outcome == pay.OutcomeFailed {
+		return nil, &Refused{Result: res}
+	}
+	return res, nil
+}
+
+// Errors of the surface itself.
+var (
+	errOperatorOnly = errcode.New(contract.CodeOperatorUnauthorized, "protocol: this override needs the operator's signature")
+	errAgentOnly    = errcode.New("auth.missing", "protocol: this method needs an agent credential")
+)
+
+// prefixID swaps an id's prefix: the hold of intent int_X is hold_X.
+func prefixID(id, from, to string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, from)
+	if !ok || rest == "" {
+		return "", false
+	}
+	return to + rest, true
+}
