@@ -45,7 +45,7 @@ const (
 // store, record, two fake rails, an operator key, one agent with a key
 // and a mandate.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	st       store.Store
 	log      *audit.Log
 	card     *fake.Rail
@@ -69,7 +69,7 @@ type harnessConfig struct {
 	store  store.Store
 }
 
-func newHarness(t *testing.T, cfg harnessConfig) *harness {
+func newHarness(t testing.TB, cfg harnessConfig) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: &clock{t: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}}
 	h.st = cfg.store

@@ -37,6 +37,7 @@ Commands:
   buy                quote or buy from a merchant (ACP or UCP) with an agent key
   fake-merchant      run a fake ACP or UCP merchant (tests and demos)
   memory             remember, recall, assemble, verify offline; operator: mandate, forget, taint
+  protocol           call a method of the protocol surface (hold.place, session.open, proof.get, ...)
   loadtest           measure POST /pay (load generator and a minimal baseline server)
   version            print the version
 
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdBuy(ctx, args[1:], stdout, stderr)
 	case "memory":
 		err = cmdMemory(ctx, args[1:], stdout, stderr)
+	case "protocol":
+		err = cmdProtocol(ctx, args[1:], stdout, stderr)
 	case "fake-merchant":
 		err = cmdFakeMerchant(ctx, args[1:], stdout, stderr)
 	case "loadtest":
