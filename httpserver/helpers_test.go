@@ -310,11 +310,13 @@ func (s *schemas) check(t testing.TB, sch *jsonschema.Schema, body []byte) {
 	}
 }
 
-// allowAll authenticates every request as one agent key.
+// allowAll authenticates every request as one agent key, which acts for
+// two agents: a placeholder id, and protocolAgent, whose private key the
+// tests hold so that they can sign spends (protocol_test.go).
 type allowAll struct{}
 
 func (allowAll) AuthenticateAgent(*http.Request) (Principal, error) {
-	return Principal{KeyID: "ak_test", Agents: []string{strings.Repeat("ab", 32)}}, nil
+	return Principal{KeyID: "ak_test", Agents: []string{strings.Repeat("ab", 32), protocolAgent}}, nil
 }
 
 // fakePayments answers the payment routes with fixed, well-formed values;

@@ -52,6 +52,7 @@ import (
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
+	"github.com/countersign/countersign/protocol"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
@@ -189,6 +190,7 @@ type matrixStack struct {
 	keys     *auth.Keys
 	webhooks *webhook.Endpoints
 	memory   *memory.Service
+	protocol *protocol.Service
 	refusals *refusalLog
 }
 
@@ -261,6 +263,12 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its scheduler is not run: the matrix compares store digests.
+	proto, err := protocol.New(protocol.Options{Store: st, Log: lg, Pay: svc, Mandates: mandates, Now: matrixClock, Logger: quiet,
+		PolicyDigest: ident.PolicyDigest})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL: matrixBase,
 		Logger:  quiet,
@@ -281,11 +289,12 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		Identity:          ident,
 		Commerce:          shop,
 		Memory:            mem,
+		Protocol:          proto,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, memory: mem, refusals: refusals}
+	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, memory: mem, protocol: proto, refusals: refusals}
 }
 
 // wire is a request as it goes on the wire. It is a value so that one
@@ -416,6 +425,14 @@ type matrixFixture struct {
 	challenge   string
 	idem        int          // idempotency keys minted so far
 	seq         atomic.Int64 // counterparty ids minted so far
+
+	// Protocol objects, made through the Go API by the fixture's key.
+	captureHold string // held: hold.capture captures part of it
+	releaseHold string // held: hold.release releases it
+	meter       string // open, unit price 1
+	session     string // open
+	stake       string // locked (the clock never moves: release answers stake.locked)
+	proof       json.RawMessage
 }
 
 func newMatrixFixture(t *testing.T) *matrixFixture {
@@ -504,7 +521,65 @@ func newMatrixFixture(t *testing.T) *matrixFixture {
 	if fx.settled == "" || fx.held == "" || fx.challenge == "" {
 		t.Fatalf("seeding: settled %q, held %q, challenge %q", fx.settled, fx.held, fx.challenge)
 	}
+	fx.seedProtocol(t)
 	return fx
+}
+
+// seedProtocol makes, as the fixture's agent key, the objects the
+// protocol methods' positive controls act on, and custody for the
+// withdrawals and stakes.
+func (fx *matrixFixture) seedProtocol(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	call := protocol.AgentCall(pay.Caller{KeyID: fx.keyID, Agents: []string{fx.agentHex}, Credential: gate.CredentialAPIKey}, "req_seed")
+	svc := fx.matrixStack.protocol
+	hold := func() string {
+		h, err := svc.HoldPlace(ctx, call, &protocol.HoldPlaceRequest{Spend: *fx.spend(t, "hold.place", "acct:seller.example", 1_000), TTLSeconds: 3600})
+		if err != nil || h.Status != protocol.HoldHeld {
+			t.Fatalf("seeding a hold: %+v, %v", h, err)
+		}
+		return h.HoldID
+	}
+	fx.captureHold, fx.releaseHold = hold(), hold()
+	m, err := svc.MeterOpen(ctx, call, &protocol.MeterOpenRequest{Spend: *fx.spend(t, "meter.open", "acct:api.example", 1_000), UnitPriceMinor: 1, TTLSeconds: 3600})
+	if err != nil || m.Status != protocol.MeterOpen {
+		t.Fatalf("seeding a meter: %+v, %v", m, err)
+	}
+	fx.meter = m.MeterID
+	ses, err := svc.SessionOpen(ctx, call, &protocol.SessionOpenRequest{Mandate: fx.mandate, BudgetMinor: 1_000, TTLSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.session = ses.ID
+	dep, err := svc.CustodyDeposit(ctx, call, &protocol.CustodySpendRequest{Spend: *fx.spend(t, "custody.deposit", protocol.DefaultCustodyPayee, 5_000)})
+	if err != nil || dep.Status != string(pay.StatusSettled) {
+		t.Fatalf("seeding a deposit: %+v, %v", dep, err)
+	}
+	stk, err := svc.StakePost(ctx, call, &protocol.StakePostRequest{Amount: pay.Amount{Minor: 100, Currency: "USD"},
+		LockedUntil: matrixClock().Add(time.Hour), Purpose: "matrix stake", IdempotencyKey: "matrix-stake-seed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.stake = stk.ID
+	proof, err := svc.ProofGet(ctx, call, &protocol.ProofGetRequest{IntentID: fx.settled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fx.proof, err = json.Marshal(proof); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// spend returns a spend under the fixture's mandate with a fresh
+// idempotency key, signed for the protocol method.
+func (fx *matrixFixture) spend(t testing.TB, method, payee string, minor int64) *pay.Instruction {
+	t.Helper()
+	in := fx.instruction(t, minor)
+	in.Payee, in.Envelope.Signature = payee, ""
+	if err := protocol.SignSpend(method, in, fx.agentKey); err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // instruction returns a signed payment instruction under the fixture's
@@ -668,6 +743,77 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		reflect.TypeFor[memory.TaintRequest](): func(testing.TB) any {
 			return memory.TaintRequest{Source: &memory.Source{Kind: "url", Ref: "https://untrusted.example"}, Rationale: matrixRationale}
 		},
+
+		// The protocol surface. The matrix's clock never moves, so the
+		// stake's lock never ends: stake.release answers 409 stake.locked
+		// past the credential check.
+		reflect.TypeFor[protocol.MandateRef]():         func(testing.TB) any { return protocol.MandateRef{MandateID: fx.mandateID} },
+		reflect.TypeFor[protocol.MandateListRequest](): func(testing.TB) any { return protocol.MandateListRequest{} },
+		reflect.TypeFor[protocol.MandateVerifyRequest](): func(t testing.TB) any {
+			in := fx.instruction(t, 100)
+			return protocol.MandateVerifyRequest{Mandate: fx.mandate, Payee: in.Payee, Amount: in.Amount, Terms: in.Terms}
+		},
+		reflect.TypeFor[protocol.SessionOpenRequest](): func(testing.TB) any {
+			return protocol.SessionOpenRequest{Mandate: fx.mandate, BudgetMinor: 500, TTLSeconds: 600}
+		},
+		reflect.TypeFor[protocol.SessionRef](): func(testing.TB) any { return protocol.SessionRef{SessionID: fx.session} },
+		reflect.TypeFor[protocol.HoldPlaceRequest](): func(t testing.TB) any {
+			return protocol.HoldPlaceRequest{Spend: *fx.spend(t, "hold.place", "acct:seller.example", 100), TTLSeconds: 600}
+		},
+		reflect.TypeFor[protocol.HoldCaptureRequest](): func(testing.TB) any {
+			return protocol.HoldCaptureRequest{HoldID: fx.captureHold, AmountMinor: 100, IdempotencyKey: "matrix-capture"}
+		},
+		reflect.TypeFor[protocol.HoldRef](): func(testing.TB) any { return protocol.HoldRef{HoldID: fx.releaseHold} },
+		reflect.TypeFor[protocol.MeterOpenRequest](): func(t testing.TB) any {
+			return protocol.MeterOpenRequest{Spend: *fx.spend(t, "meter.open", "acct:api.example", 100), UnitPriceMinor: 1, TTLSeconds: 600}
+		},
+		reflect.TypeFor[protocol.MeterRecordRequest](): func(testing.TB) any {
+			return protocol.MeterRecordRequest{MeterID: fx.meter, Units: 3, UsageID: "matrix-usage"}
+		},
+		reflect.TypeFor[protocol.MeterCloseRequest](): func(testing.TB) any {
+			return protocol.MeterCloseRequest{MeterID: fx.meter, IdempotencyKey: "matrix-close"}
+		},
+		reflect.TypeFor[protocol.MeterRef]():              func(testing.TB) any { return protocol.MeterRef{MeterID: fx.meter} },
+		reflect.TypeFor[protocol.CustodyBalanceRequest](): func(testing.TB) any { return protocol.CustodyBalanceRequest{Agent: fx.agentHex} },
+		reflect.TypeFor[protocol.CustodyLedgerRequest](): func(testing.TB) any {
+			return protocol.CustodyLedgerRequest{Agent: fx.agentHex, Currency: "USD"}
+		},
+		reflect.TypeFor[protocol.StakePostRequest](): func(testing.TB) any {
+			fx.idem++
+			return protocol.StakePostRequest{Amount: pay.Amount{Minor: 10, Currency: "USD"}, LockedUntil: matrixClock().Add(time.Hour),
+				Purpose: "matrix stake", IdempotencyKey: fmt.Sprintf("matrix-stake-%d", fx.idem)}
+		},
+		reflect.TypeFor[protocol.StakeRef](): func(testing.TB) any { return protocol.StakeRef{StakeID: fx.stake} },
+		reflect.TypeFor[protocol.EconomicsSummaryRequest](): func(testing.TB) any {
+			return protocol.EconomicsSummaryRequest{Since: matrixClock().Add(-24 * time.Hour), Until: matrixClock().Add(time.Hour), GroupBy: "payee"}
+		},
+		reflect.TypeFor[protocol.EconomicsBudgetRequest](): func(testing.TB) any { return protocol.EconomicsBudgetRequest{} },
+		reflect.TypeFor[protocol.Empty]():                  func(testing.TB) any { return protocol.Empty{} },
+		reflect.TypeFor[protocol.OversightQueueRequest]():  func(testing.TB) any { return protocol.OversightQueueRequest{} },
+		reflect.TypeFor[protocol.RevocationListRequest]():  func(testing.TB) any { return protocol.RevocationListRequest{} },
+		reflect.TypeFor[protocol.RevocationCheckRequest](): func(testing.TB) any {
+			return protocol.RevocationCheckRequest{Agent: fx.agentHex}
+		},
+		reflect.TypeFor[protocol.RevokeIdentityRequest](): func(testing.TB) any {
+			// Not the fixture's agent: every agent route still acts for it.
+			return protocol.RevokeIdentityRequest{Agent: strings.Repeat("cd", 32), Override: protocol.Override{Rationale: matrixRationale}}
+		},
+		reflect.TypeFor[protocol.ProofGetRequest]():    func(testing.TB) any { return protocol.ProofGetRequest{IntentID: fx.settled} },
+		reflect.TypeFor[protocol.ProofVerifyRequest](): func(testing.TB) any { return protocol.ProofVerifyRequest{Proof: fx.proof} },
+	}
+}
+
+// matrixOpBodies builds the body of operations that share a body type
+// but not its valid values; it takes precedence over matrixBodies.
+func matrixOpBodies(fx *matrixFixture) map[string]func(t testing.TB) any {
+	return map[string]func(t testing.TB) any{
+		// A deposit pays the custody account; a withdrawal may not.
+		"custody.deposit": func(t testing.TB) any {
+			return protocol.CustodySpendRequest{Spend: *fx.spend(t, "custody.deposit", protocol.DefaultCustodyPayee, 100)}
+		},
+		"custody.withdraw": func(t testing.TB) any {
+			return protocol.CustodySpendRequest{Spend: *fx.spend(t, "custody.withdraw", "acct:bank.example", 100)}
+		},
 	}
 }
 
@@ -719,6 +865,7 @@ func declaredParams(op contract.Operation) []opParam {
 type builder struct {
 	params map[paramKey]paramValue
 	bodies map[reflect.Type]func(t testing.TB) any
+	byOp   map[string]func(t testing.TB) any // by operation id, before bodies
 }
 
 // build returns the request; other swaps in the other value of every path
@@ -756,7 +903,10 @@ func (b builder) build(t testing.TB, op contract.Operation, other bool) wire {
 	}
 	w.path, w.query = path, query.Encode()
 	if op.Body != nil {
-		mk, ok := b.bodies[op.Body]
+		mk, ok := b.byOp[op.ID]
+		if !ok {
+			mk, ok = b.bodies[op.Body]
+		}
 		if !ok {
 			t.Fatalf("operation %s: body type %v has no entry in matrixBodies (httpserver/matrix_test.go); "+
 				"add a function that returns a valid body, using the fixture's ids", op.ID, op.Body)
@@ -915,7 +1065,7 @@ func brokenRequest(code string) bool {
 //     private (DESIGN §6).
 func TestMatrix(t *testing.T) {
 	fx := newMatrixFixture(t)
-	b := builder{params: matrixParams(fx), bodies: matrixBodies(fx)}
+	b := builder{params: matrixParams(fx), bodies: matrixBodies(fx), byOp: matrixOpBodies(fx)}
 	ops := product.Model().Operations()
 
 	var operatorIDs []string

@@ -64,7 +64,6 @@ func realRouteCases() []routeCase {
 		{op: "webhooks.deliveries", target: "/webhooks/endpoints/we_1/deliveries", status: 200, media: contract.MediaJSON},
 		{op: "webhooks.retry", method: "POST", target: "/webhooks/endpoints/we_1/deliveries/evt_1_audit.appended/retry", body: `{"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "operator.settling", target: "/operator/settling", status: 200, media: contract.MediaJSON},
-		{op: "mandate.revoke", method: "POST", target: "/protocol/mandate/revoke", body: `{"mandateId":"m","rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "intents.events", target: "/intents/int_1/events?limit=5", status: 200, media: contract.MediaJSON},
 		{op: "openapi.get", target: "/openapi.json", status: 200, media: contract.MediaJSON},
 		{op: "asyncapi.get", target: "/asyncapi.json", status: 200, media: contract.MediaJSON},
@@ -136,8 +135,9 @@ func runRouteCases(t *testing.T, ts *testServer, m *contract.Model, cases []rout
 func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
 	mem := testMemory(t)
-	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc})
-	cases := append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...)
+	proto := testProtocol(t)
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc, Protocol: proto.svc})
+	cases := append(append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...), protocolRouteCases(t, proto)...)
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
 			var p audit.Page
@@ -210,8 +210,9 @@ func TestRoutesRealLog(t *testing.T) {
 	}
 	m := testModel(t)
 	mem := testMemory(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc})
-	runRouteCases(t, ts, m, append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...))
+	proto := testProtocol(t)
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc, Protocol: proto.svc})
+	runRouteCases(t, ts, m, append(append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...), protocolRouteCases(t, proto)...))
 
 	// The served entry and proof verify with the record's key alone.
 	w := ts.do(t, "GET", "/audit/entries/4?treeSize=5", nil)

@@ -134,7 +134,11 @@ func (s *Service) HoldPlace(ctx context.Context, call Call, req *HoldPlaceReques
 	if err != nil {
 		return nil, err
 	}
-	return placedOf(res), nil
+	out := placedOf(res)
+	if out.Status == HoldPendingApproval {
+		out.Amount = req.Spend.Amount // the same request on a replay, so the same bytes
+	}
+	return out, nil
 }
 
 func placedOf(res *pay.Result) *HoldPlaced {
