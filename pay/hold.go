@@ -389,6 +389,11 @@ func (s *Service) captureOutcome(in *Intent) (*Result, error) {
 	return nil, fmt.Errorf("pay: capture of %s is %s without an outcome", in.ID, in.Status)
 }
 
+// StillAuthorized is what a capture re-checks before money moves (see
+// stillAuthorized), for a caller that must refuse before changing its own
+// state: the meter's close.
+func (s *Service) StillAuthorized(r store.Reader, in *Intent) error { return s.stillAuthorized(r, in) }
+
 // stillAuthorized re-checks, before money moves, what the gate checked
 // when the hold was placed and may have changed since: the kill switch,
 // the mandate's and the agent's revocation, the mandate's expiry.

@@ -188,11 +188,21 @@ func (s *Service) withdrawChanged(txn store.Txn, in *pay.Intent, step pay.Step, 
 func (s *Service) recordCustody(txn store.Txn, method string, in *pay.Intent, step pay.Step, requestID string) error {
 	switch step {
 	case pay.StepDecided, pay.StepSettled, pay.StepFailed, pay.StepExpired, pay.StepRefunded:
+	case pay.StepRefunding, pay.StepRefundRefused:
+		if method != "deposit" {
+			return nil // only a deposit's refund moves custody money before the rail answers
+		}
 	default:
 		return nil
 	}
 	typ := "protocol.custody." + method
-	if step != pay.StepDecided {
+	switch step {
+	case pay.StepDecided:
+	case pay.StepRefunding:
+		typ += ".refund_reserve"
+	case pay.StepRefundRefused:
+		typ += ".refund_refused"
+	default:
 		typ += "." + stepNames[step]
 	}
 	_, err := s.recordIntent(txn, typ, in, step, requestID, map[string]any{

@@ -199,7 +199,13 @@ func (s *Service) HoldCapture(ctx context.Context, call Call, req *HoldCaptureRe
 	if err := s.ownRoute(ctx, call, intentID, routeHoldPlace); err != nil {
 		return nil, err
 	}
-	res, err := s.pay.Capture(ctx, *call.Agent, pay.CaptureRequest{IntentID: intentID, Minor: req.AmountMinor, IdempotencyKey: req.IdempotencyKey}, call.RequestID, nil)
+	if err := s.st.View(ctx, func(r store.Reader) error {
+		return checkKey(r, call, "hold.capture", req.IdempotencyKey, req.HoldID)
+	}); err != nil {
+		return nil, err
+	}
+	res, err := s.pay.Capture(ctx, *call.Agent, pay.CaptureRequest{IntentID: intentID, Minor: req.AmountMinor, IdempotencyKey: req.IdempotencyKey}, call.RequestID,
+		func(txn store.Txn, _ *pay.Intent) error { return bindKey(txn, call, "hold.capture", req.IdempotencyKey, req.HoldID) })
 	if err != nil {
 		return nil, notHoldAsNotFound(err)
 	}

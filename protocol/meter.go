@@ -331,13 +331,26 @@ func (s *Service) MeterClose(ctx context.Context, call Call, req *MeterCloseRequ
 		if in, st, err = s.meterIn(txn, call, req.MeterID, intentID); err != nil {
 			return err
 		}
+		if err := checkKey(txn, call, "meter.close", req.IdempotencyKey, req.MeterID); err != nil {
+			return err
+		}
 		if st.Closed {
 			return nil
 		}
 		if in.Status != pay.StatusAuthorized {
 			return errMeterNotOpen
 		}
+		if st.Units > 0 {
+			// Refuse here what the capture would refuse, before accrual
+			// stops: a refused close changes nothing.
+			if err := s.pay.StillAuthorized(txn, in); err != nil {
+				return err
+			}
+		}
 		st.Closed = true
+		if err := bindKey(txn, call, "meter.close", req.IdempotencyKey, req.MeterID); err != nil {
+			return err
+		}
 		return putJSON(txn, meterKey(req.MeterID), st)
 	})
 	if err != nil {

@@ -210,3 +210,30 @@ func prefixID(id, from, to string) (string, bool) {
 	}
 	return to + rest, true
 }
+
+// checkKey and bindKey tie an idempotency key of a method and agent key
+// to the object it first named, so the key used again for another object
+// is idempotency.conflict (the same object goes on to its own
+// idempotency). checkKey only reads; bindKey writes, in the transaction
+// that makes the change, so a refused call binds nothing.
+func checkKey(r store.Reader, call Call, method, key, object string) error {
+	b, err := r.Get(idemObjectKey(call, method, key))
+	switch {
+	case err == nil && string(b) != object:
+		return fmt.Errorf("%w: the key named %s", pay.ErrIdempotencyConflict, b)
+	case err == nil || errors.Is(err, store.ErrNotFound):
+		return nil
+	}
+	return err
+}
+
+func bindKey(txn store.Txn, call Call, method, key, object string) error {
+	if err := checkKey(txn, call, method, key, object); err != nil {
+		return err
+	}
+	return txn.Set(idemObjectKey(call, method, key), []byte(object))
+}
+
+func idemObjectKey(call Call, method, key string) []byte {
+	return []byte("protocol/idem/" + method + "/" + call.Agent.KeyID + "/" + key)
+}

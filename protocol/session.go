@@ -80,6 +80,10 @@ func (s *Service) SessionGet(ctx context.Context, call Call, req *SessionRef) (*
 		return nil, err
 	}
 	out := sessionOf(ses)
+	if out.Status == pay.SessionOpen && !s.now().Before(out.ExpiresAt) {
+		// Past its end the gate already denies it; the sweep records it.
+		out.Status = pay.SessionExpired
+	}
 	out.Entries = []uint64{}
 	err = s.st.View(ctx, func(r store.Reader) error {
 		if err := getJSON(r, sessionEntriesKey(ses.ID), &out.Entries); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -89,23 +89,20 @@ type StakePosted struct {
 // WasReplayed reports an idempotent repeat.
 func (p *StakePosted) WasReplayed() bool { return p.replayed }
 
+// stakeIdem keeps the first answer of a stake.post key.
 type stakeIdem struct {
 	Digest  string `json:"digest"`
 	StakeID string `json:"stakeId"`
+	Answer  Stake  `json:"answer"`
 }
 
-// StakePost locks an amount of the identity's available custody.
+// StakePost locks an amount of the identity's available custody. A
+// repeat of the same key and body answers the first answer, byte for
+// byte, whatever happened to the stake since.
 func (s *Service) StakePost(ctx context.Context, call Call, req *StakePostRequest) (*StakePosted, error) {
 	agent, err := s.agentOf(call, req.Agent)
 	if err != nil {
 		return nil, err
-	}
-	now := s.clock()
-	if !pay.ValidCurrency(req.Amount.Currency) || req.Amount.Minor <= 0 {
-		return nil, fmt.Errorf("%w: amount must be positive in a valid currency", errStakeInvalid)
-	}
-	if !req.LockedUntil.After(now) || req.LockedUntil.After(now.AddDate(1, 0, 0)) {
-		return nil, fmt.Errorf("%w: lockedUntil must be in the future and within a year", errStakeInvalid)
 	}
 	raw, _ := json.Marshal(req)
 	sum := sha256.Sum256(raw)
@@ -120,14 +117,17 @@ func (s *Service) StakePost(ctx context.Context, call Call, req *StakePostReques
 			if prior.Digest != digest {
 				return pay.ErrIdempotencyConflict
 			}
-			var st Stake
-			if err := getJSON(txn, stakeKey(prior.StakeID), &st); err != nil {
-				return err
-			}
-			out = &StakePosted{Stake: st, replayed: true}
+			out = &StakePosted{Stake: prior.Answer, replayed: true}
 			return nil
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
+		}
+		now := s.clock()
+		if !pay.ValidCurrency(req.Amount.Currency) || req.Amount.Minor <= 0 {
+			return fmt.Errorf("%w: amount must be positive in a valid currency", errStakeInvalid)
+		}
+		if !req.LockedUntil.After(now) || req.LockedUntil.After(now.AddDate(1, 0, 0)) {
+			return fmt.Errorf("%w: lockedUntil must be in the future and within a year", errStakeInvalid)
 		}
 		st := Stake{ID: id, Status: StakeLocked, Agent: agent, AgentKeyID: call.Agent.KeyID, Amount: req.Amount,
 			LockedUntil: req.LockedUntil.UTC().Truncate(time.Microsecond), Purpose: req.Purpose, CreatedAt: now, UpdatedAt: now}
@@ -145,7 +145,7 @@ func (s *Service) StakePost(ctx context.Context, call Call, req *StakePostReques
 			return err
 		}
 		out = &StakePosted{Stake: st}
-		return putJSON(txn, idemKey, stakeIdem{Digest: digest, StakeID: id})
+		return putJSON(txn, idemKey, stakeIdem{Digest: digest, StakeID: id, Answer: st})
 	})
 	if err != nil {
 		return nil, err
