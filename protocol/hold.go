@@ -205,7 +205,9 @@ func (s *Service) HoldCapture(ctx context.Context, call Call, req *HoldCaptureRe
 		return nil, err
 	}
 	res, err := s.pay.Capture(ctx, *call.Agent, pay.CaptureRequest{IntentID: intentID, Minor: req.AmountMinor, IdempotencyKey: req.IdempotencyKey}, call.RequestID,
-		func(txn store.Txn, _ *pay.Intent) error { return bindKey(txn, call, "hold.capture", req.IdempotencyKey, req.HoldID) })
+		func(txn store.Txn, _ *pay.Intent) error {
+			return bindKey(txn, call, "hold.capture", req.IdempotencyKey, req.HoldID)
+		})
 	if err != nil {
 		return nil, notHoldAsNotFound(err)
 	}
