@@ -187,7 +187,7 @@ type Revocation struct {
 // returns the first revocation and records nothing new.
 func (s *Service) RevokeMandate(ctx context.Context, mandateID string, call OperatorCall) (Revocation, error) {
 	if !isMandateID(mandateID) {
-		return Revocation{}, fmt.Errorf("%w: mandate id %q", ErrMalformed, mandateID)
+		return Revocation{}, malformed(FieldError{Field: "mandateId", Rule: "id", Message: "must be 1 to 128 bytes of [A-Za-z0-9._~:-]"})
 	}
 	var out Revocation
 	err := s.log.Update(ctx, func(txn store.Txn) error {
@@ -206,7 +206,7 @@ func (s *Service) RevokeMandate(ctx context.Context, mandateID string, call Oper
 		if err := txn.Set([]byte(keyRevoked+mandateID), v); err != nil {
 			return err
 		}
-		if err := txn.Set(revocationKey(out.RevokedAt, "mandate", mandateID), nil); err != nil {
+		if err := appendRevocation(txn, "mandate", mandateID); err != nil {
 			return err
 		}
 		rec, err := call.record("mandate.revoked", "", map[string]string{"mandateId": mandateID})

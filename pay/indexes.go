@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // has: intents by agent key and by mandate, and the revocation feed. A
 // store written before they existed is brought up to date once, by
 // [Service.Reconcile] at start-up.
-const indexVersion = "1"
+const indexVersion = "2"
 
 func (s *Service) migrateIndexes(ctx context.Context) error {
 	var have string
@@ -51,21 +52,44 @@ func (s *Service) migrateIndexes(ctx context.Context) error {
 				return err
 			}
 		}
-		it = txn.Iterate([]byte(keyRevoked), store.PrefixEnd([]byte(keyRevoked)), false)
-		var revs []Revocation
-		for it.Next() {
-			var r Revocation
-			if err := json.Unmarshal(it.Value(), &r); err != nil {
-				it.Close()
+		// The revocation feed, rebuilt in revocation-time order.
+		type rev struct {
+			kind, id string
+			at       time.Time
+		}
+		var revs []rev
+		var old [][]byte
+		for _, src := range []struct{ prefix, kind string }{{keyRevoked, "mandate"}, {keyRevokedIdentity, "identity"}, {keyRevocations, ""}} {
+			it = txn.Iterate([]byte(src.prefix), store.PrefixEnd([]byte(src.prefix)), false)
+			for it.Next() {
+				if src.kind == "" {
+					old = append(old, append([]byte(nil), it.Key()...))
+					continue
+				}
+				var r struct {
+					RevokedAt time.Time `json:"revokedAt"`
+				}
+				if err := json.Unmarshal(it.Value(), &r); err != nil {
+					it.Close()
+					return err
+				}
+				revs = append(revs, rev{src.kind, string(it.Key()[len(src.prefix):]), r.RevokedAt})
+			}
+			if err := it.Close(); err != nil {
 				return err
 			}
-			revs = append(revs, r)
 		}
-		if err := it.Close(); err != nil {
+		for _, k := range old {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		if err := txn.Delete([]byte(keyRevocationSeq)); err != nil {
 			return err
 		}
+		sort.SliceStable(revs, func(i, j int) bool { return revs[i].at.Before(revs[j].at) })
 		for _, r := range revs {
-			if err := txn.Set(revocationKey(r.RevokedAt, "mandate", r.MandateID), nil); err != nil {
+			if err := appendRevocation(txn, r.kind, r.id); err != nil {
 				return err
 			}
 		}
@@ -175,8 +199,8 @@ func (s *Service) Mandate(ctx context.Context, id string) (*KnownMandate, error)
 }
 
 // RememberMandate stores a verified mandate as honoured, as the first
-// payment under it would; the protocol surface calls it when an agent
-// verifies or opens a session under a mandate.
+// payment under it would (opening a session under it does too). For
+// embedders and tests that want a mandate readable before first use.
 func (s *Service) RememberMandate(ctx context.Context, m *Mandate) error {
 	return s.st.Update(ctx, func(txn store.Txn) error {
 		return s.rememberMandate(txn, m, s.now().UTC().Truncate(time.Microsecond))

@@ -270,7 +270,8 @@ const (
 	keySessionExpiry   = "pay/session-exp/"     // + expiry BE8 + session id → empty: open sessions by expiry
 	keySessionsByKey   = "pay/sessions-by-key/" // + agent key id + "/" + session id → empty
 	keyRevokedIdentity = "pay/revoked-agent/"   // + agent id → IdentityRevocation JSON
-	keyRevocations     = "pay/revocations/"     // + revoked-at BE8 (unix ns) + kind + "/" + id → empty: the revocation feed
+	keyRevocations     = "pay/revocations/"     // + feed seq BE8 + kind + "/" + id → empty: the revocation feed
+	keyRevocationSeq   = "pay/revocation-seq"   // the feed's last seq, decimal
 	keyByKey           = "pay/by-key/"          // + agent key id + "/" + created BE8 + intent id → empty
 	keyByMandate       = "pay/by-mandate/"      // + mandate id + "/" + created BE8 + intent id → empty
 	keyIndexVersion    = "pay/index-version"    // which secondary indexes exist for every intent

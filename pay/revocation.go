@@ -47,7 +47,7 @@ type RevocationEvent struct {
 // protocol surface records it there).
 func (s *Service) RevokeIdentity(ctx context.Context, agent string, call OperatorCall, within func(store.Txn, IdentityRevocation) error) (IdentityRevocation, bool, error) {
 	if !isAgentID(agent) {
-		return IdentityRevocation{}, false, fmt.Errorf("%w: agent %q is not 64 lower-case hex digits", ErrMalformed, agent)
+		return IdentityRevocation{}, false, malformed(FieldError{Field: "agent", Rule: "hexadecimal", Message: "must be 64 lower-case hex digits (an Ed25519 public key)"})
 	}
 	var out IdentityRevocation
 	var fresh bool
@@ -68,7 +68,7 @@ func (s *Service) RevokeIdentity(ctx context.Context, agent string, call Operato
 		if err := txn.Set([]byte(keyRevokedIdentity+agent), v); err != nil {
 			return err
 		}
-		if err := txn.Set(revocationKey(out.RevokedAt, "identity", agent), nil); err != nil {
+		if err := appendRevocation(txn, "identity", agent); err != nil {
 			return err
 		}
 		fresh = true
@@ -94,8 +94,19 @@ func identityRevoked(r store.Reader, agent string) (bool, error) {
 	return err == nil, err
 }
 
-func revocationKey(at time.Time, kind, id string) []byte {
-	return append(append([]byte(keyRevocations), be8(uint64(at.UnixNano()))...), kind+"/"+id...)
+// appendRevocation adds a revocation to the feed inside txn. The feed is
+// ordered by a counter the transactions increment, i.e. by commit order:
+// a follower's cursor never skips an event, whatever the clock did.
+func appendRevocation(txn store.Txn, kind, id string) error {
+	n, err := getInt(txn, []byte(keyRevocationSeq))
+	if err != nil {
+		return err
+	}
+	n++
+	if err := putInt(txn, []byte(keyRevocationSeq), n); err != nil {
+		return err
+	}
+	return txn.Set(append(append([]byte(keyRevocations), be8(uint64(n))...), kind+"/"+id...), nil)
 }
 
 // Revocations returns up to limit revocations after the cursor (the last

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/audit"
@@ -136,6 +137,23 @@ type Service struct {
 	known sync.Map // mandate ids durably stored under keyMandate; see rememberMandate
 
 	effects effects // per-route effects; see SetEffect
+
+	policyHash atomic.Pointer[string] // see SetPolicyHash
+}
+
+// SetPolicyHash sets the digest of the policy in force (the disclosed
+// constitution's, identity.Service.PolicyDigest), which every gate
+// decision then records, so a proof of enforcement can tie a decision to
+// the policy it was made under. The reference server sets it once the
+// identity is open; the policy does not change while a process runs.
+func (s *Service) SetPolicyHash(h string) { s.policyHash.Store(&h) }
+
+// PolicyHash returns the digest SetPolicyHash set, or "".
+func (s *Service) PolicyHash() string {
+	if p := s.policyHash.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // New returns a Service. Call [Service.Reconcile] once after New (the
@@ -347,6 +365,12 @@ type decisionData struct {
 	// Metadata is the intent's (see Signed): for a purchase, the merchant,
 	// the checkout session and the digest of the cart as read.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Tags are the request's usage tags, so aggregates by tag can be
+	// recomputed from the record alone.
+	Tags []string `json:"tags,omitempty"`
+	// PolicyHash is the digest of the policy in force (see
+	// SetPolicyHash), binding the decision to it.
+	PolicyHash string `json:"policyHash,omitempty"`
 }
 
 // decide is transaction 1.
@@ -458,6 +482,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		data, err := json.Marshal(decisionData{
 			Decision: d, Stage: "policy", Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Rail: in.Terms.Rail, Metadata: meta,
+			Tags: c.Tags, PolicyHash: s.PolicyHash(),
 		})
 		if err != nil {
 			return err

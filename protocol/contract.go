@@ -50,7 +50,7 @@ func Contract() contract.Part {
 			p(pay.CodeSessionInvalid, 422, "Invalid session", contract.ActionFixRequest, "The budget is above the mandate's period cap or the lifetime is out of range; detail says which."),
 			p(pay.CodeBadFeedCursor, 400, "Malformed revocation cursor", contract.ActionFixRequest, "The cursor is not one a revocation page returned."),
 			p(CodeBadCursor, 400, "Malformed cursor", contract.ActionFixRequest, "The cursor is not one a page of this method returned; start again without it."),
-			p(CodeMandateNotFound, 404, "No such mandate", contract.ActionFixRequest, "No mandate of this id was honoured for the caller's agents (a mandate is known once a payment, verification or session used it)."),
+			p(CodeMandateNotFound, 404, "No such mandate", contract.ActionFixRequest, "No mandate of this id was honoured for the caller's agents (a mandate is known once a payment, a spend or a session used it; a dry run does not count)."),
 			p(CodeMeterNotFound, 404, "No such meter", contract.ActionFixRequest, "No meter of this id belongs to the caller."),
 			p(CodeMeterNotOpen, 409, "Meter not open", contract.ActionStop, "The meter waits for approval, is closing, closed or expired; no usage is recorded and it cannot be closed again."),
 			p(CodeMeterCapExceeded, 422, "Meter cap exceeded", contract.ActionStop, "The units would take the accrued amount past the meter's cap; nothing was recorded. Close it and open another."),

@@ -141,6 +141,7 @@ func (h *harness) restart() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.pay.SetPolicyHash("sha256:test-policy")
 	h.svc, err = New(Options{Store: h.st, Log: h.log, Pay: h.pay, Mandates: mv, Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler),
 		PolicyDigest: func(context.Context) (string, error) { return "sha256:test-policy", nil }})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/gate"
@@ -121,9 +122,16 @@ func (s *Service) ProofGet(ctx context.Context, call Call, req *ProofGetRequest)
 			return nil, err
 		}
 		out.PolicyHash, out.PolicyEntry = polHash, &pe
-	} else if s.policy != nil {
-		// A record older than the policy index: the hash in force now,
-		// which this proof cannot tie to the decision (no policyEntry).
+	}
+	var d struct {
+		PolicyHash string `json:"policyHash"`
+	}
+	if len(out.Entries) > 0 && json.Unmarshal(out.Entries[0].Entry.Data, &d) == nil && d.PolicyHash != "" {
+		// The decision recorded the hash it was made under: that one.
+		out.PolicyHash = d.PolicyHash
+	} else if !polOK && s.policy != nil {
+		// A record older than both: the hash in force now, which the
+		// proof cannot tie to the decision (policyVerified is false).
 		if out.PolicyHash, err = s.policy(ctx); err != nil {
 			return nil, err
 		}
@@ -139,6 +147,11 @@ type ProofVerifyRequest struct {
 // ProofVerification is the answer of proof.verify.
 type ProofVerification struct {
 	Valid bool `json:"valid"`
+	// PolicyVerified is true when the policy hash is the one the decision
+	// entry itself recorded. A decision recorded before decisions carried
+	// it is tied to its policy by the gate.policy entry before it, if any,
+	// and PolicyVerified is false: the hash is then the server's word.
+	PolicyVerified bool `json:"policyVerified"`
 	// Failure is the first check that failed.
 	Failure  string `json:"failure,omitempty"`
 	IntentID string `json:"intentId,omitempty"`
@@ -163,6 +176,9 @@ func VerifyProof(verifierKey string, raw []byte) *ProofVerification {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return &ProofVerification{Failure: "malformed: " + err.Error()}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &ProofVerification{Failure: "malformed: bytes after the proof"}
 	}
 	fail := func(format string, args ...any) *ProofVerification {
 		return &ProofVerification{IntentID: p.IntentID, Failure: fmt.Sprintf(format, args...)}
@@ -197,7 +213,10 @@ func VerifyProof(verifierKey string, raw []byte) *ProofVerification {
 	if first.Type != "gate.decision" {
 		return fail("the first entry is %s, not the gate.decision", first.Type)
 	}
-	var recorded gate.Decision
+	var recorded struct {
+		gate.Decision
+		PolicyHash string `json:"policyHash"`
+	}
 	if err := json.Unmarshal(first.Data, &recorded); err != nil {
 		return fail("the decision entry's data: %v", err)
 	}
@@ -208,6 +227,14 @@ func VerifyProof(verifierKey string, raw []byte) *ProofVerification {
 		if recorded.Reasons[i].Code != p.Decision.Reasons[i].Code {
 			return fail("the decision's reasons differ from the record's")
 		}
+	}
+	if recorded.PolicyHash != "" && recorded.PolicyHash != p.PolicyHash {
+		return fail("the policy hash is not the one the decision entry recorded")
+	}
+	if status, err := statusOf(p.Entries); err != nil {
+		return fail("%v", err)
+	} else if status != p.Status {
+		return fail("status %s is not what the entries show (%s)", p.Status, status)
 	}
 	if pe := p.PolicyEntry; pe != nil {
 		if err := check(*pe); err != nil {
@@ -223,5 +250,51 @@ func VerifyProof(verifierKey string, raw []byte) *ProofVerification {
 			return fail("the policy hash is not the one the policy entry recorded")
 		}
 	}
-	return &ProofVerification{Valid: true, IntentID: p.IntentID, Outcome: string(recorded.Outcome)}
+	return &ProofVerification{Valid: true, PolicyVerified: recorded.PolicyHash != "", IntentID: p.IntentID, Outcome: string(recorded.Outcome)}
+}
+
+// statusOf replays an intent's entries into the status they leave it in.
+func statusOf(entries []ProvenEntry) (pay.Status, error) {
+	var st pay.Status
+	for _, pe := range entries {
+		e := pe.Entry
+		switch e.Type {
+		case "gate.decision":
+			var d gate.Decision
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return "", fmt.Errorf("entry %d: %v", e.Seq, err)
+			}
+			st = map[gate.Outcome]pay.Status{gate.Deny: pay.StatusDenied, gate.Confirm: pay.StatusPendingApproval, gate.Allow: pay.StatusSettling}[d.Outcome]
+		case "approval.granted":
+			var a struct{ ApprovalsRequired, ApprovalsReceived int }
+			if err := json.Unmarshal(e.Data, &a); err != nil {
+				return "", fmt.Errorf("entry %d: %v", e.Seq, err)
+			}
+			if a.ApprovalsReceived >= a.ApprovalsRequired {
+				st = pay.StatusSettling
+			}
+		case "payment.authorized":
+			st = pay.StatusAuthorized
+		case "payment.capture_requested", "payment.outcome_unknown":
+			st = pay.StatusSettling
+		case "payment.settled":
+			st = pay.StatusSettled
+		case "payment.failed":
+			st = pay.StatusFailed
+		case "approval.expired", "payment.hold_expired":
+			st = pay.StatusExpired
+		case "payment.voided":
+			st = pay.StatusVoided
+		case "payment.refunded":
+			var r struct{ RemainingMinor int64 }
+			if err := json.Unmarshal(e.Data, &r); err != nil {
+				return "", fmt.Errorf("entry %d: %v", e.Seq, err)
+			}
+			st = pay.StatusPartiallyRefunded
+			if r.RemainingMinor == 0 {
+				st = pay.StatusRefunded
+			}
+		}
+	}
+	return st, nil
 }

@@ -341,6 +341,12 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err != nil {
 		return nil, err
 	}
+	// Every gate decision records the policy hash it was made under.
+	if digest, err := ident.PolicyDigest(ctx); err != nil {
+		logger.WarnContext(ctx, "no policy digest: decisions will not record one", slog.Any("error", err))
+	} else {
+		svc.SetPolicyHash(digest)
+	}
 	h, err := httpserver.New(httpserver.Config{
 		BaseURL:           baseURL,
 		Sandbox:           !cfg.production,
