@@ -208,7 +208,7 @@ func TestProofVerifySandbox(t *testing.T) {
 	if err := os.WriteFile(tampered, bytes.Replace(b, []byte(p.PolicyHash), []byte("sha256:forged"), 1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := cli("proof", "verify", "--data", dir, tampered); code == 0 || !strings.Contains(out, "the policy hash is not the one the policy entry recorded") {
+	if code, out := cli("proof", "verify", "--data", dir, tampered); code == 0 || !strings.Contains(out, "the policy hash is not the one the decision entry recorded") {
 		t.Fatalf("a tampered proof verified: exit %d\n%s", code, out)
 	}
 }
