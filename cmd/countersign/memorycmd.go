@@ -236,49 +236,54 @@ func printAnswer(stdout io.Writer, status int, answer []byte, out string) error 
 }
 
 func cmdMemoryVerify(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("memory verify", "memory verify [--key FILE | --data DIR] FILE", stderr)
-	keyPath := fs.String("key", "", "record verifier key `file` (default <data>/record.pub)")
-	data := fs.String("data", "countersign-data", "data `directory` whose record.pub to use")
-	// The file may come first or last.
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() != 0 {
-		fs.Usage()
-		return errUsage
-	}
-	if file == "" {
-		fs.Usage()
-		return errUsage
-	}
-	path := *keyPath
-	if path == "" {
-		path = filepath.Join(*data, recordPubFile)
-	}
-	vkey, err := readTrimmed("key", path)
+	vkey, artifact, err := offlineArgs("memory verify", args, stderr)
 	if err != nil {
 		return err
 	}
-	artifact, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	v := memory.Verify(vkey, bytes.TrimSpace(artifact))
+	v := memory.Verify(vkey, artifact)
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(stdout, string(b))
 	if !v.Holds {
 		return errors.New("the artifact does not hold")
 	}
 	return nil
+}
+
+// offlineArgs reads the arguments of an offline check, "NAME [--key FILE
+// | --data DIR] FILE" (the file first or last): the record's verifier key
+// (--key, or record.pub in the data directory) and the file's bytes.
+func offlineArgs(name string, args []string, stderr io.Writer) (vkey string, file []byte, err error) {
+	fs := newFlagSet(name, name+" [--key FILE | --data DIR] FILE", stderr)
+	keyPath := fs.String("key", "", "record verifier key `file` (default <data>/record.pub)")
+	data := fs.String("data", "countersign-data", "data `directory` whose record.pub to use")
+	var path string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		path, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", nil, err
+		}
+		return "", nil, errUsage
+	}
+	if path == "" && fs.NArg() == 1 {
+		path = fs.Arg(0)
+	} else if fs.NArg() != 0 || path == "" {
+		fs.Usage()
+		return "", nil, errUsage
+	}
+	kp := *keyPath
+	if kp == "" {
+		kp = filepath.Join(*data, recordPubFile)
+	}
+	if vkey, err = readTrimmed("key", kp); err != nil {
+		return "", nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	return vkey, bytes.TrimSpace(b), nil
 }
 
 func cmdMemoryMandate(args []string, stdout, stderr io.Writer) error {

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/countersign/countersign/protocol"
 )
@@ -45,43 +40,11 @@ func cmdProof(args []string, stdout, stderr io.Writer) error {
 // cmdProofVerify finds the verifier key as memory verify does: --key, or
 // record.pub in the data directory.
 func cmdProofVerify(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("proof verify", "proof verify [--key FILE | --data DIR] FILE", stderr)
-	keyPath := fs.String("key", "", "record verifier key `file` (default <data>/record.pub)")
-	data := fs.String("data", "countersign-data", "data `directory` whose record.pub to use")
-	// The file may come first or last.
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() != 0 {
-		fs.Usage()
-		return errUsage
-	}
-	if file == "" {
-		fs.Usage()
-		return errUsage
-	}
-	path := *keyPath
-	if path == "" {
-		path = filepath.Join(*data, recordPubFile)
-	}
-	vkey, err := readTrimmed("key", path)
+	vkey, proof, err := offlineArgs("proof verify", args, stderr)
 	if err != nil {
 		return err
 	}
-	proof, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	v := protocol.VerifyProof(vkey, bytes.TrimSpace(proof))
+	v := protocol.VerifyProof(vkey, proof)
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(stdout, string(b))
 	if !v.Valid {
