@@ -244,25 +244,7 @@ func (s *Service) finishAuthorize(ctx context.Context, in *Intent, a settle.Auth
 		default:
 			code, msg = "authorization_"+string(a.Status), "the rail's authorization is "+string(a.Status)
 		}
-		err := s.log.Update(ctx, func(txn store.Txn) error {
-			res = nil
-			cur, err := getIntent(txn, in.ID)
-			if err != nil {
-				return err
-			}
-			if cur.Status != StatusSettling {
-				return nil
-			}
-			cur.Hold.Phase, cur.Hold.EndedBy = HoldPhaseDone, "decline"
-			return s.recordFailed(txn, cur, code, msg, requestID, &res)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("pay: recording authorization decline of %s: %w", in.ID, err)
-		}
-		if res == nil {
-			return s.storedResult(ctx, in)
-		}
-		return res, nil
+		return s.failSettling(ctx, in, code, msg, requestID)
 	default:
 		reason := unknownReason(callErr)
 		s.logger.WarnContext(ctx, "rail authorization not definite; hold stays settling",

@@ -163,24 +163,7 @@ func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, 
 		case st.DeclineCode != "":
 			code = st.DeclineCode
 		}
-		err := s.log.Update(ctx, func(txn store.Txn) error {
-			res = nil
-			cur, err := getIntent(txn, in.ID)
-			if err != nil {
-				return err
-			}
-			if cur.Status != StatusSettling {
-				return nil
-			}
-			return s.recordFailed(txn, cur, code, msg, requestID, &res)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("pay: recording decline of %s: %w", in.ID, err)
-		}
-		if res == nil {
-			return s.storedResult(ctx, in)
-		}
-		return res, nil
+		return s.failSettling(ctx, in, code, msg, requestID)
 	default:
 		// Unknown outcome or rail unavailable: stays settling, marked
 		// unknown so that an operator sees it (GET /operator/settling).
@@ -199,6 +182,31 @@ func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, 
 		}
 		return nil, fmt.Errorf("%w (intent %s)", ErrRailUnavailable, in.ID)
 	}
+}
+
+// failSettling records a definite refusal of the rail (a declined
+// payment, capture or authorization) for an intent still settling;
+// whoever finished it first answers from storage.
+func (s *Service) failSettling(ctx context.Context, in *Intent, code, msg, requestID string) (*Result, error) {
+	var res *Result
+	err := s.log.Update(ctx, func(txn store.Txn) error {
+		res = nil
+		cur, err := getIntent(txn, in.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != StatusSettling {
+			return nil
+		}
+		return s.recordFailed(txn, cur, code, msg, requestID, &res)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pay: recording decline of %s: %w", in.ID, err)
+	}
+	if res == nil {
+		return s.storedResult(ctx, in)
+	}
+	return res, nil
 }
 
 // Reasons an outcome is unknown ([UnknownOutcome.Reason]).
@@ -333,7 +341,7 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 	cur.Status, cur.Failure, cur.UpdatedAt = StatusFailed, f, now
 	cur.UnknownOutcome = nil
 	if cur.Hold != nil {
-		cur.Hold.Phase = HoldPhaseDone
+		cur.Hold.Phase, cur.Hold.EndedBy = HoldPhaseDone, "decline"
 	}
 	if err := s.changed(txn, cur, StepFailed, requestID); err != nil {
 		return err
