@@ -157,3 +157,65 @@ func TestHoldUnknownOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHoldHeldForApproval: a hold at or above the mandate's confirm
+// threshold waits for a person (202); capture and release are refused
+// until then, with nothing changed; the approval places it (on the card
+// rail through the rail's authorization); a replay of the placing request
+// keeps answering what it answered first.
+func TestHoldHeldForApproval(t *testing.T) {
+	for _, rail := range []string{railCard, railWire} {
+		t.Run(rail, func(t *testing.T) {
+			h := newHarness(t, harnessConfig{})
+			ctx := t.Context()
+			req := &HoldPlaceRequest{Spend: h.spend("hold.place", rail, 20_000, nil), TTLSeconds: 3600}
+			placed, err := h.svc.HoldPlace(ctx, h.call(), req)
+			if err != nil || placed.Status != HoldPendingApproval || !placed.IsAccepted() || placed.Approval == nil || placed.Amount.Minor != 20_000 {
+				t.Fatalf("placed = %+v, %v", placed, err)
+			}
+			for _, tc := range []struct {
+				name string
+				run  func() error
+			}{
+				{"capture", func() error {
+					_, err := h.svc.HoldCapture(ctx, h.call(), &HoldCaptureRequest{HoldID: placed.HoldID, AmountMinor: 1, IdempotencyKey: "c"})
+					return err
+				}},
+				{"release", func() error {
+					_, err := h.svc.HoldRelease(ctx, h.call(), &HoldRef{HoldID: placed.HoldID})
+					return err
+				}},
+			} {
+				before := h.dump()
+				if got := code(tc.run()); got != pay.CodeHoldNotAuthorized {
+					t.Errorf("%s before approval: %q", tc.name, got)
+				}
+				if diff := cmp.Diff(before, h.dump()); diff != "" {
+					t.Errorf("%s before approval changed the store:\n%s", tc.name, diff)
+				}
+			}
+			n := h.size()
+			res, err := h.pay.Approve(ctx, pay.ApproveRequest{IntentID: placed.IntentID, Challenge: placed.Approval.Challenge,
+				MandateID: placed.Approval.MandateID, Rationale: "checked with the guest", Acknowledged: true},
+				pay.OperatorCall{Operator: "op-test", RequestID: "req_op", Rationale: "checked with the guest"})
+			if err != nil || res.Outcome != pay.OutcomeAuthorized {
+				t.Fatalf("approve = %+v, %v", res, err)
+			}
+			want := []string{"approval.granted", "payment.authorized", "protocol.hold.approve"}
+			if rail == railCard {
+				want = []string{"approval.granted", "protocol.hold.approve", "payment.authorized", "protocol.hold.authorize"}
+			}
+			if diff := cmp.Diff(want, h.typesSince(n)); diff != "" {
+				t.Errorf("entries of the approval (-want +got):\n%s", diff)
+			}
+			got, err := h.svc.HoldGet(ctx, h.call(), &HoldRef{HoldID: placed.HoldID})
+			if err != nil || got.Status != HoldHeld || got.RailAuthorization != (rail == railCard) {
+				t.Fatalf("hold after approval = %+v, %v", got, err)
+			}
+			again, err := h.svc.HoldPlace(ctx, h.call(), req)
+			if err != nil || !again.WasReplayed() || again.Status != HoldPendingApproval {
+				t.Fatalf("replay = %+v, %v", again, err)
+			}
+		})
+	}
+}
