@@ -3,7 +3,6 @@ package pay
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/store"
@@ -63,24 +62,9 @@ func (s *Service) Evaluate(ctx context.Context, c Caller, token, payee string, a
 			}
 			return err
 		}
-		input := in.GateInput(m)
-		input.Credential = c.Credential
-		input.Policy = s.policy
-		input.BreakerOpen = ctl.CircuitBreakerOpen
-		start, _ := gate.PeriodWindow(m.Claims.Period, now)
-		if input.Counters.PeriodMinor, err = getInt(r, []byte(keyPeriod+m.ID+"/"+strconv.FormatInt(start.Unix(), 10))); err != nil {
+		input, _, _, err := s.gateInput(r, c, in, m, ctl, now)
+		if err != nil {
 			return err
-		}
-		if input.Counters.VelocityCount, err = velocityCount(r, m, now); err != nil {
-			return err
-		}
-		if input.Counters.ConsecutiveDenials, err = getInt(r, []byte(keyDenials+m.ID)); err != nil {
-			return err
-		}
-		if sessionID != "" {
-			if input.Session, _, err = s.sessionGate(r, c, sessionID, now); err != nil {
-				return err
-			}
 		}
 		d := gate.Decide(input)
 		d.TripBreaker = false

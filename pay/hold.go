@@ -190,21 +190,24 @@ func (s *Service) authorizeOnRail(ctx context.Context, in *Intent, requestID str
 	if !ok {
 		return nil, fmt.Errorf("%w: intent %s: rail %q no longer authorizes", ErrRailUnavailable, in.ID, in.Terms.Rail)
 	}
-	var (
-		a   settle.Authorization
-		err error
-	)
+	a, err := s.askAuthorization(ctx, az, in, lookupFirst)
+	return s.finishAuthorize(ctx, in, a, err, requestID)
+}
+
+// askAuthorization asks the rail to authorize a hold, first looking up
+// whether it already did when an earlier attempt may have reached it.
+// Placing a hold moves no money: it is asked for again even while the
+// kill switch is engaged; the capture is what the switch stops.
+func (s *Service) askAuthorization(ctx context.Context, az settle.Authorizer, in *Intent, lookupFirst bool) (settle.Authorization, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.railTO)
 	defer cancel()
 	if lookupFirst {
-		a, err = az.LookupAuthorization(rctx, in.ID)
+		a, err := az.LookupAuthorization(rctx, in.ID)
+		if !errors.Is(err, settle.ErrUnknownKey) {
+			return a, err
+		}
 	}
-	if !lookupFirst || errors.Is(err, settle.ErrUnknownKey) {
-		// Placing a hold moves no money: it is asked for again even while
-		// the kill switch is engaged; the capture is what the switch stops.
-		a, err = az.Authorize(rctx, settleRequest(in))
-	}
-	return s.finishAuthorize(ctx, in, a, err, requestID)
+	return az.Authorize(rctx, settleRequest(in))
 }
 
 // finishAuthorize records the rail's answer to an authorization.
@@ -576,12 +579,7 @@ func (s *Service) resumeHold(ctx context.Context, in *Intent, rail settle.Rail, 
 		return nil, fmt.Errorf("%w: intent %s: rail %q no longer authorizes", ErrRailUnavailable, in.ID, in.Terms.Rail)
 	}
 	if in.Hold.Phase == HoldPhaseAuthorize {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.railTO)
-		defer cancel()
-		a, err := az.LookupAuthorization(rctx, in.ID)
-		if errors.Is(err, settle.ErrUnknownKey) {
-			a, err = az.Authorize(rctx, settleRequest(in))
-		}
+		a, err := s.askAuthorization(ctx, az, in, true)
 		return s.finishAuthorize(ctx, in, a, err, requestID)
 	}
 	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) { return rail.Lookup(ctx, in.ID) })

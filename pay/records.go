@@ -265,16 +265,15 @@ const (
 	keyRevoked      = "pay/revoked/"       // + mandate id → revocation JSON
 	keyControl      = "pay/control"        // kill switch and breaker state JSON
 
-	keyHoldExpiry      = "pay/hold-exp/"        // + expiry BE8 (unix ns) + intent id → empty: authorized holds by expiry
-	keySession         = "pay/session/"         // + session id → Session JSON
-	keySessionExpiry   = "pay/session-exp/"     // + expiry BE8 + session id → empty: open sessions by expiry
-	keySessionsByKey   = "pay/sessions-by-key/" // + agent key id + "/" + session id → empty
-	keyRevokedIdentity = "pay/revoked-agent/"   // + agent id → IdentityRevocation JSON
-	keyRevocations     = "pay/revocations/"     // + feed seq BE8 + kind + "/" + id → empty: the revocation feed
-	keyRevocationSeq   = "pay/revocation-seq"   // the feed's last seq, decimal
-	keyByKey           = "pay/by-key/"          // + agent key id + "/" + created BE8 + intent id → empty
-	keyByMandate       = "pay/by-mandate/"      // + mandate id + "/" + created BE8 + intent id → empty
-	keyIndexVersion    = "pay/index-version"    // which secondary indexes exist for every intent
+	keyHoldExpiry      = "pay/hold-exp/"      // + expiry BE8 (unix ns) + intent id → empty: authorized holds by expiry
+	keySession         = "pay/session/"       // + session id → Session JSON
+	keySessionExpiry   = "pay/session-exp/"   // + expiry BE8 + session id → empty: open sessions by expiry
+	keyRevokedIdentity = "pay/revoked-agent/" // + agent id → IdentityRevocation JSON
+	keyRevocations     = "pay/revocations/"   // + feed seq BE8 + kind + "/" + id → empty: the revocation feed
+	keyRevocationSeq   = "pay/revocation-seq" // the feed's last seq, decimal
+	keyByKey           = "pay/by-key/"        // + agent key id + "/" + created BE8 + intent id → empty
+	keyByMandate       = "pay/by-mandate/"    // + mandate id + "/" + created BE8 + intent id → empty
+	keyIndexVersion    = "pay/index-version"  // which secondary indexes exist for every intent
 )
 
 func be8(v uint64) []byte {

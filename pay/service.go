@@ -295,7 +295,8 @@ func (s *Service) AuthorizeSigned(ctx context.Context, route Route, c Caller, in
 		}
 	}
 	if sg.Hold != nil && (sg.Hold.TTL < MinHoldTTL || sg.Hold.TTL > MaxHoldTTL) {
-		return nil, fmt.Errorf("pay: hold TTL %s outside %s..%s", sg.Hold.TTL, MinHoldTTL, MaxHoldTTL)
+		return nil, malformed(FieldError{Field: "ttlSeconds", Rule: "range",
+			Message: fmt.Sprintf("a hold lasts %s to %s", MinHoldTTL, MaxHoldTTL)})
 	}
 	return s.decide(ctx, route, c, in, m, digest, sg, requestID)
 }
@@ -434,26 +435,9 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		if err := s.rememberMandate(txn, m, now); err != nil {
 			return err
 		}
-		input := in.GateInput(m)
-		input.Credential = c.Credential
-		input.Policy = s.policy
-		input.BreakerOpen = ctl.CircuitBreakerOpen
-		start, _ := gate.PeriodWindow(m.Claims.Period, now)
-		periodKey := keyPeriod + m.ID + "/" + strconv.FormatInt(start.Unix(), 10)
-		if input.Counters.PeriodMinor, err = getInt(txn, []byte(periodKey)); err != nil {
+		input, periodKey, ses, err := s.gateInput(txn, c, in, m, ctl, now)
+		if err != nil {
 			return err
-		}
-		if input.Counters.VelocityCount, err = velocityCount(txn, m, now); err != nil {
-			return err
-		}
-		if input.Counters.ConsecutiveDenials, err = getInt(txn, []byte(keyDenials+m.ID)); err != nil {
-			return err
-		}
-		var ses *Session
-		if in.SessionID != "" {
-			if input.Session, ses, err = s.sessionGate(txn, c, in.SessionID, now); err != nil {
-				return err
-			}
 		}
 		d := gate.Decide(input)
 		eff := s.effect(route)
@@ -609,6 +593,38 @@ func (s *Service) indexIntent(txn store.Txn, in *Intent) error {
 		return err
 	}
 	return txn.Set(append(append([]byte(keyByMandate+in.MandateID+"/"), at...), in.ID...), nil)
+}
+
+// gateInput gathers what the gate decides on, as of now in r: the
+// instruction and mandate, the deployment's policy and breaker, the
+// mandate's counters and the session the instruction names. The deciding
+// transaction and the dry run (Evaluate) both read it here, so a dry run
+// answers what a payment would meet. It returns the key of the period
+// counter and the session, which the deciding transaction charges.
+func (s *Service) gateInput(r store.Reader, c Caller, in *Instruction, m *Mandate, ctl Control, now time.Time) (gate.Input, string, *Session, error) {
+	input := in.GateInput(m)
+	input.Credential = c.Credential
+	input.Policy = s.policy
+	input.BreakerOpen = ctl.CircuitBreakerOpen
+	start, _ := gate.PeriodWindow(m.Claims.Period, now)
+	periodKey := keyPeriod + m.ID + "/" + strconv.FormatInt(start.Unix(), 10)
+	var err error
+	if input.Counters.PeriodMinor, err = getInt(r, []byte(periodKey)); err != nil {
+		return input, "", nil, err
+	}
+	if input.Counters.VelocityCount, err = velocityCount(r, m, now); err != nil {
+		return input, "", nil, err
+	}
+	if input.Counters.ConsecutiveDenials, err = getInt(r, []byte(keyDenials+m.ID)); err != nil {
+		return input, "", nil, err
+	}
+	var ses *Session
+	if in.SessionID != "" {
+		if input.Session, ses, err = s.sessionGate(r, c, in.SessionID, now); err != nil {
+			return input, "", nil, err
+		}
+	}
+	return input, periodKey, ses, nil
 }
 
 func (s *Service) appendRefusal(txn store.Txn, c Caller, route Route, in *Instruction, stage, code, reason, mandateID, requestID string) error {

@@ -111,9 +111,6 @@ func (s *Service) OpenSession(ctx context.Context, c Caller, req OpenSession, wi
 		if err := txn.Set(sessionExpiryKey(exp, ses.ID), nil); err != nil {
 			return err
 		}
-		if err := txn.Set([]byte(keySessionsByKey+c.KeyID+"/"+ses.ID), nil); err != nil {
-			return err
-		}
 		if within != nil {
 			if err := within(txn, ses); err != nil {
 				return err
@@ -288,29 +285,4 @@ func getSession(r store.Reader, id string) (*Session, error) {
 		return nil, fmt.Errorf("pay: session %s: %w", id, err)
 	}
 	return &ses, nil
-}
-
-// Sessions lists the caller's sessions, newest id last.
-func (s *Service) Sessions(ctx context.Context, c Caller) ([]*Session, error) {
-	var out []*Session
-	err := s.st.View(ctx, func(r store.Reader) error {
-		prefix := []byte(keySessionsByKey + c.KeyID + "/")
-		it := r.Iterate(prefix, store.PrefixEnd(prefix), false)
-		var list []string
-		for it.Next() {
-			list = append(list, string(it.Key()[len(prefix):]))
-		}
-		if err := it.Close(); err != nil {
-			return err
-		}
-		for _, id := range list {
-			ses, err := getSession(r, id)
-			if err != nil {
-				return err
-			}
-			out = append(out, ses)
-		}
-		return nil
-	})
-	return out, err
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/ledger"
@@ -41,7 +42,7 @@ var (
 	errWrongPayee      = errcode.New(CodeCustodyWrongPayee, "protocol: a deposit must pay the deployment's custody account")
 	errInsufficient    = errcode.New(CodeCustodyInsufficient, "protocol: not enough available in custody")
 	errAgentAmbiguous  = errcode.New(CodeCustodyAgent, "protocol: name the agent: this credential acts for several, or not for this one")
-	errFieldInvalid    = errcode.New("request.validation", "protocol: a field breaks a rule")
+	errFieldInvalid    = errcode.New(contract.CodeRequestValidation, "protocol: a field breaks a rule")
 	custodyReasonShort = gate.Reason{Code: CodeCustodyInsufficient, Message: "the agent's available custody balance is less than the amount"}
 )
 

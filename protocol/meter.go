@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/countersign/countersign/internal/errcode"
@@ -160,7 +161,7 @@ func (s *Service) MeterOpen(ctx context.Context, call Call, req *MeterOpenReques
 	if req.UnitPriceMinor > req.Spend.Amount.Minor {
 		return nil, fmt.Errorf("%w: unitPriceMinor is above the cap", errFieldInvalid)
 	}
-	meta := map[string]string{"unitPriceMinor": fmt.Sprint(req.UnitPriceMinor)}
+	meta := map[string]string{"unitPriceMinor": strconv.FormatInt(req.UnitPriceMinor, 10)}
 	res, err := s.spend(ctx, call, routeMeterOpen, "meter.open", &req.Spend, req,
 		&pay.HoldOptions{TTL: time.Duration(req.TTLSeconds) * time.Second}, meta)
 	if err != nil {
@@ -266,12 +267,16 @@ func chainNext(head string, seq, units int64, usageID string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// MeterChainHead recomputes a meter's chain head from its lines (seq from
-// 1, units, usage id), so a verifier can check the close entry.
-func MeterChainHead(lines []struct {
+// UsageLine is one recorded usage of a meter, as its chain folds it.
+type UsageLine struct {
 	Units   int64
 	UsageID string
-}) string {
+}
+
+// MeterChainHead recomputes a meter's chain head from its lines in the
+// order they were recorded, so a verifier holding them can check the
+// close entry.
+func MeterChainHead(lines []UsageLine) string {
 	head := ""
 	for i, l := range lines {
 		head = chainNext(head, int64(i+1), l.Units, l.UsageID)
@@ -288,7 +293,9 @@ func (s *Service) meterIn(r store.Reader, call Call, meterID, intentID string) (
 		return nil, nil, errMeterNotFound
 	}
 	var st meterState
-	if err := getJSON(r, meterKey(meterID), &st); err != nil {
+	if err := getJSON(r, meterKey(meterID), &st); errors.Is(err, store.ErrNotFound) {
+		return nil, nil, errMeterNotFound
+	} else if err != nil {
 		return nil, nil, err
 	}
 	return in, &st, nil
@@ -420,8 +427,10 @@ func (s *Service) meterChanged(txn store.Txn, in *pay.Intent, step pay.Step, req
 	id, _ := prefixID(in.ID, "int_", "mtr_")
 	var st meterState
 	if step == pay.StepDecided {
-		var price int64
-		fmt.Sscan(in.Metadata["unitPriceMinor"], &price)
+		price, err := strconv.ParseInt(in.Metadata["unitPriceMinor"], 10, 64)
+		if err != nil || price <= 0 {
+			return fmt.Errorf("protocol: meter %s: unit price %q", id, in.Metadata["unitPriceMinor"])
+		}
 		st = meterState{IntentID: in.ID, UnitPriceMinor: price}
 		if err := putJSON(txn, meterKey(id), &st); err != nil {
 			return err

@@ -121,10 +121,7 @@ func TestMeterTransitions(t *testing.T) {
 			if t.Failed() {
 				return
 			}
-			want := MeterChainHead([]struct {
-				Units   int64
-				UsageID string
-			}{{20, "u1"}, {20, "u2"}})
+			want := MeterChainHead([]UsageLine{{20, "u1"}, {20, "u2"}})
 			if closed.ChainHead != want || want != chainNext(chainNext("", 1, 20, "u1"), 2, 20, "u2") {
 				t.Errorf("chain head %s, want %s", closed.ChainHead, want)
 			}
@@ -186,20 +183,14 @@ func TestMeterRecordAppendsNoEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := h.size()
-	var lines []struct {
-		Units   int64
-		UsageID string
-	}
+	var lines []UsageLine
 	for i := range 50 {
 		units, usage := int64(i%7+1), fmt.Sprintf("usage-%02d", i)
 		r, err := h.svc.MeterRecord(ctx, h.call(), &MeterRecordRequest{MeterID: m.MeterID, Units: units, UsageID: usage})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lines = append(lines, struct {
-			Units   int64
-			UsageID string
-		}{units, usage})
+		lines = append(lines, UsageLine{units, usage})
 		if want := MeterChainHead(lines); r.ChainHead != want || r.Lines != int64(len(lines)) {
 			t.Fatalf("line %d: head %s, lines %d; want %s, %d", i, r.ChainHead, r.Lines, want, len(lines))
 		}

@@ -64,7 +64,7 @@ var methods = []Method{
 	// meter
 	declare(decl{ns: "meter", name: "open", cred: agent, entry: "protocol.meter.open", moves: true, summary: "Open a pay-per-use meter",
 		description: "A hold of the cap (the spend's amount) through the gate, with a unit price. 200 open, 202 pending_approval, 403 denied. Records protocol.meter.open.",
-		problems:    append(slices.Clone(spendProblems), "request.validation")}, (*Service).MeterOpen),
+		problems:    append(slices.Clone(spendProblems), contract.CodeRequestValidation)}, (*Service).MeterOpen),
 	declare(decl{ns: "meter", name: "record", cred: agent, summary: "Record usage on a meter",
 		description: "Accrues units × unit price within the cap (meter.cap_exceeded beyond it, nothing changed). Idempotent on usageId. Costs no settlement and no record entry: each line is stored durably and folded into the meter's hash chain, whose head the close entry commits to.",
 		problems:    []string{CodeMeterNotFound, CodeMeterNotOpen, CodeMeterCapExceeded, CodeMeterUsageReused}}, (*Service).MeterRecord),
@@ -102,7 +102,7 @@ var methods = []Method{
 	// economics
 	declare(decl{ns: "economics", name: "summary", cred: agent, summary: "Aggregate spending",
 		description: "Settled, refunded, held and denied amounts of the caller's intents created in [since, until), grouped by payee, rail, mandate or tag, per currency. Read only.",
-		problems:    []string{"request.validation"}}, (*Service).EconomicsSummaryGet),
+		problems:    []string{contract.CodeRequestValidation}}, (*Service).EconomicsSummaryGet),
 	declare(decl{ns: "economics", name: "budget", cred: agent, summary: "Burn rate and projected exhaustion",
 		description: "Per mandate: the current period's counted amount, remaining amount, burn per hour and, when the cap would be reached before the period ends at that rate, when.",
 		problems:    []string{CodeMandateNotFound}}, (*Service).EconomicsBudgetGet),
@@ -123,7 +123,7 @@ var methods = []Method{
 		description: "Revoked mandates and agent identities, in the order they were revoked, after a cursor. Poll with nextCursor to follow.",
 		problems:    []string{pay.CodeBadFeedCursor}}, (*Service).RevocationList),
 	declare(decl{ns: "revocation", name: "check", cred: agent, summary: "Is a mandate or an identity revoked",
-		description: "Exactly one of mandateId and agent.", problems: []string{"request.validation"}}, (*Service).RevocationCheckGet),
+		description: "Exactly one of mandateId and agent.", problems: []string{contract.CodeRequestValidation}}, (*Service).RevocationCheckGet),
 	declare(decl{ns: "revocation", name: "revoke_identity", cred: operator, entry: "protocol.revocation.revoke_identity", summary: "Revoke an agent identity (operator)",
 		description: "Override. From this transaction on the gate refuses every mandate whose subject the identity is (intent.unauthorized, identity_revoked), approvals and captures under them are refused, and sessions cannot be opened. Revoking twice returns the first revocation.",
 		problems:    []string{pay.CodeMalformed}}, (*Service).RevokeIdentity),

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"encoding/binary"
 	"strconv"
 
@@ -40,5 +39,3 @@ func be8(v uint64) []byte {
 	binary.BigEndian.PutUint64(b[:], v)
 	return b[:]
 }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -172,7 +173,7 @@ func (s *Service) ProofVerify(_ context.Context, _ Call, req *ProofVerifyRequest
 // recorded before the decision.
 func VerifyProof(verifierKey string, raw []byte) *ProofVerification {
 	var p EnforcementProof
-	dec := json.NewDecoder(bytesReader(raw))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return &ProofVerification{Failure: "malformed: " + err.Error()}

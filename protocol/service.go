@@ -199,7 +199,7 @@ func (s *Service) spend(ctx context.Context, call Call, route pay.Route, method 
 // Errors of the surface itself.
 var (
 	errOperatorOnly = errcode.New(contract.CodeOperatorUnauthorized, "protocol: this override needs the operator's signature")
-	errAgentOnly    = errcode.New("auth.missing", "protocol: this method needs an agent credential")
+	errAgentOnly    = errcode.New(contract.CodeAuthMissing, "protocol: this method needs an agent credential")
 )
 
 // prefixID swaps an id's prefix: the hold of intent int_X is hold_X.
