@@ -183,38 +183,7 @@ func (r *Rail) Void(ctx context.Context, key string) (settle.Authorization, erro
 // key. A hold whose ExpiresAt has passed is marked expired first, and stays
 // expired. See [settle.Authorizer] for the contract.
 func (r *Rail) LookupAuthorization(ctx context.Context, key string) (settle.Authorization, error) {
-	if err := settle.ValidateKey(key); err != nil {
-		return settle.Authorization{}, fmt.Errorf("fake: %s: lookup authorization: %w", r.name, err)
-	}
-	fail := func(err error) (settle.Authorization, error) {
-		return settle.Authorization{}, fmt.Errorf("fake: %s: lookup authorization %s: %w", r.name, key, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
-	}
-	p := r.plan(OpLookup, key, 0)
-	if p.fail != nil {
-		return fail(p.fail)
-	}
-	if err := r.wait(ctx, p.latency); err != nil {
-		// A lookup changes nothing, so an interrupted one is simply unanswered.
-		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
-	}
-	a, err := r.lookupAuthorization(ctx, key, r.now())
-	if err != nil {
-		if errors.Is(err, settle.ErrUnknownKey) {
-			return fail(err)
-		}
-		return fail(fmt.Errorf("%w: ledger: %w", settle.ErrUnavailable, err))
-	}
-	if p.after != nil {
-		return fail(p.after)
-	}
-	out, err := a.outcome()
-	if err != nil {
-		return out, fmt.Errorf("fake: %s: lookup authorization %s: %w", r.name, key, err)
-	}
-	return out, nil
+	return read[settle.Authorization](ctx, r, "lookup authorization", key, r.lookupAuthorization)
 }
 
 // authorization is a stored hold. A declined one has an empty Status and

@@ -454,11 +454,23 @@ func isRefusal(err error) bool {
 // payment that is due is made final first, and stays final. See
 // [settle.Rail] for the contract.
 func (r *Rail) Lookup(ctx context.Context, key string) (settle.Settlement, error) {
+	return read[settle.Settlement](ctx, r, "lookup", key, r.lookup)
+}
+
+// read runs a read of the ledger under key (Lookup, LookupAuthorization)
+// through the rail's latency, UnavailableRate and Fault, which see it as
+// OpLookup. A read changes nothing, so an interrupted or failed one is
+// simply unanswered (ErrUnavailable); only ErrUnknownKey is an answer.
+func read[S any, R any, PR interface {
+	*R
+	outcome() (S, error)
+}](ctx context.Context, r *Rail, what, key string, get func(context.Context, string, time.Time) (R, error)) (S, error) {
+	var zero S
 	if err := settle.ValidateKey(key); err != nil {
-		return settle.Settlement{}, fmt.Errorf("fake: %s: lookup: %w", r.name, err)
+		return zero, fmt.Errorf("fake: %s: %s: %w", r.name, what, err)
 	}
-	fail := func(err error) (settle.Settlement, error) {
-		return settle.Settlement{}, fmt.Errorf("fake: %s: lookup %s: %w", r.name, key, err)
+	fail := func(err error) (S, error) {
+		return zero, fmt.Errorf("fake: %s: %s %s: %w", r.name, what, key, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
@@ -468,10 +480,9 @@ func (r *Rail) Lookup(ctx context.Context, key string) (settle.Settlement, error
 		return fail(p.fail)
 	}
 	if err := r.wait(ctx, p.latency); err != nil {
-		// A lookup moves nothing, so an interrupted one is simply unanswered.
 		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
 	}
-	pay, err := r.lookup(ctx, key, r.now())
+	rec, err := get(ctx, key, r.now())
 	if err != nil {
 		if errors.Is(err, settle.ErrUnknownKey) {
 			return fail(err)
@@ -481,11 +492,11 @@ func (r *Rail) Lookup(ctx context.Context, key string) (settle.Settlement, error
 	if p.after != nil {
 		return fail(p.after)
 	}
-	st, err := pay.outcome()
+	out, err := PR(&rec).outcome()
 	if err != nil {
-		return st, fmt.Errorf("fake: %s: lookup %s: %w", r.name, key, err)
+		return out, fmt.Errorf("fake: %s: %s %s: %w", r.name, what, key, err)
 	}
-	return st, nil
+	return out, nil
 }
 
 // now returns the injected time in UTC without a monotonic reading, so that
