@@ -27,6 +27,7 @@ import (
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
+	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pebblestore"
 )
 
@@ -67,6 +68,21 @@ func (p *serverProc) term() { p.stop(syscall.SIGTERM) }
 
 func (p *serverProc) stop(sig syscall.Signal) {
 	p.once.Do(func() { _ = p.cmd.Process.Signal(sig); _ = p.cmd.Wait() })
+}
+
+// recordReader opens the record of a stopped server's data directory over
+// its open store, with the verifier key and origin the directory names.
+func recordReader(t *testing.T, dir string, st store.Store) *audit.Log {
+	t.Helper()
+	_, origin, pub, err := (&source{data: dir}).verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := audit.OpenReader(context.Background(), st, pub, &audit.Options{Origin: origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lg
 }
 
 var addrLine = regexp.MustCompile(`listening on \S+ at (127\.0\.0\.1:\d+)`)
@@ -243,14 +259,7 @@ func TestPaymentsSurviveSIGKILL(t *testing.T) {
 			moved[e.Key] = true
 		}
 	}
-	_, origin, pub, err := (&source{data: dir}).verifier()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, err := audit.OpenReader(ctx, st, pub, &audit.Options{Origin: origin})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg := recordReader(t, dir, st)
 	receipts := map[string]bool{}
 	for e, err := range lg.Entries(ctx, 1, 0) {
 		if err != nil {

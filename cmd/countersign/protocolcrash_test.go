@@ -287,14 +287,7 @@ func TestProtocolMoneyConservedUnderSIGKILL(t *testing.T) {
 			}
 		}
 	}
-	_, origin, pub, err := (&source{data: dir}).verifier()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, err := audit.OpenReader(ctx, st, pub, &audit.Options{Origin: origin})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg := recordReader(t, dir, st)
 	settled := map[string]int64{}
 	for e, err := range lg.Entries(ctx, 1, 0) {
 		if err != nil {

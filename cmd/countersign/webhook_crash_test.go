@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/store/pebblestore"
@@ -150,14 +149,7 @@ func TestWebhooksSurviveSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		_, origin, pub, err := (&source{data: dir}).verifier()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lg, err := audit.OpenReader(context.Background(), st, pub, &audit.Options{Origin: origin})
-		if err != nil {
-			t.Fatal(err)
-		}
+		lg := recordReader(t, dir, st)
 		want := map[string]bool{}
 		after := false
 		for e, err := range lg.Entries(context.Background(), 1, 0) {
