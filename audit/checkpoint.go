@@ -407,3 +407,64 @@ func checkServedEntry(pub ed25519.PublicKey, e Entry, sig bool) ([32]byte, error
 	}
 	return hash, nil
 }
+
+// VerifyLogInclusion checks that data is a record of another
+// transparency log, with nothing but keys: msg is a C2SP signed
+// checkpoint note that logKey (a note verifier key whose name is the
+// log's origin) signed, and hashes (standard base64) are the RFC 6962
+// inclusion proof of the record hash of data at index in the tree it
+// states. Signatures in msg by keys of cosigners are verified too, and the
+// names of those that verified are returned, so a caller can require a
+// witness's co-signature. Any failure wraps ErrTampered, except a
+// malformed key.
+func VerifyLogInclusion(msg, logKey string, cosigners []string, data []byte, index uint64, hashes []string) ([]string, error) {
+	lv, _, err := parseVerifierKey(logKey)
+	if err != nil {
+		return nil, err
+	}
+	known := []note.Verifier{lv}
+	for _, k := range cosigners {
+		v, _, err := parseVerifierKey(k)
+		if err != nil {
+			return nil, err
+		}
+		known = append(known, v)
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("audit: log inclusion: %s: %w", fmt.Sprintf(format, args...), ErrTampered)
+	}
+	n, err := note.Open([]byte(msg), note.VerifierList(known...))
+	if err != nil {
+		return nil, fail("checkpoint signature does not verify (%v)", err)
+	}
+	var signers []string
+	logSigned := false
+	for _, sig := range n.Sigs {
+		if sig.Name == lv.Name() && sig.Hash == lv.KeyHash() {
+			logSigned = true
+			continue
+		}
+		signers = append(signers, sig.Name)
+	}
+	if !logSigned {
+		return nil, fail("the log %s did not sign the checkpoint", lv.Name())
+	}
+	origin, size, root, err := parseCheckpoint(n.Text)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	if origin != lv.Name() {
+		return nil, fail("checkpoint origin %q is not the log %q", origin, lv.Name())
+	}
+	if index >= size {
+		return nil, fail("index %d is outside the tree of size %d", index, size)
+	}
+	proof, err := decodeHashes(hashes)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	if err := tlog.CheckRecord(proof, int64(size), root, int64(index), tlog.RecordHash(data)); err != nil {
+		return nil, fail("%v", err)
+	}
+	return signers, nil
+}

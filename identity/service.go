@@ -448,3 +448,24 @@ func PolicyAt(r store.Reader, seq uint64) (entrySeq uint64, digest string, ok bo
 	k := it.Key()
 	return binary.BigEndian.Uint64(k[len(keyPolicySeq):]), string(it.Value()), true, nil
 }
+
+// SignStatement signs msg with the deployment's current identity key and
+// returns the stable agent id, the signing key and the signature. The
+// protocol surface signs its negotiation offers with it; msg must carry
+// its own domain separation (a type member), so that it can never be
+// read as a disclosure.
+func (s *Service) SignStatement(msg []byte) (agentID string, pub ed25519.PublicKey, sig []byte) {
+	key, id, _ := s.signer()
+	return id, key.Public().(ed25519.PublicKey), ed25519.Sign(key, msg)
+}
+
+// Revoked reports whether the operator revoked a counterparty's agent id
+// (POST /identity/revoke): a revoked counterparty's signatures are
+// refused wherever they are checked.
+func (s *Service) Revoked(ctx context.Context, agentID string) (bool, error) {
+	set, err := s.revokedSet(ctx)
+	if err != nil {
+		return false, err
+	}
+	return set(agentID), nil
+}

@@ -46,8 +46,37 @@ type Effect struct {
 }
 
 type effects struct {
-	mu sync.RWMutex
-	m  map[Route]Effect
+	mu    sync.RWMutex
+	m     map[Route]Effect
+	terms TermsGate
+}
+
+// TermsGate checks an intent whose instruction cites terms (termsId) in
+// the deciding transaction of every route, after the gate allowed or held
+// it: a non-nil reason denies it with that reason alone. The protocol
+// surface's terms namespace installs one; without one, an instruction
+// citing terms is denied terms.unknown (fail closed: nothing is paid
+// against terms nobody can check).
+type TermsGate func(r store.Reader, in *Intent) (*gate.Reason, error)
+
+// ReasonTermsUnknown is the gate reason of terms nobody can find.
+const ReasonTermsUnknown = "terms.unknown"
+
+// SetTermsGate installs the check of cited terms.
+func (s *Service) SetTermsGate(g TermsGate) {
+	s.effects.mu.Lock()
+	defer s.effects.mu.Unlock()
+	s.effects.terms = g
+}
+
+func (s *Service) checkTerms(r store.Reader, in *Intent) (*gate.Reason, error) {
+	s.effects.mu.RLock()
+	g := s.effects.terms
+	s.effects.mu.RUnlock()
+	if g == nil {
+		return &gate.Reason{Code: ReasonTermsUnknown, Message: "the instruction cites terms, and no terms are known here"}, nil
+	}
+	return g(r, in)
 }
 
 // SetEffect installs the effect of a route, replacing any before. Set it

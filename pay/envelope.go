@@ -137,6 +137,7 @@ type signingView struct {
 	Purpose        string       `json:"purpose"`
 	SessionID      string       `json:"sessionId,omitempty"`
 	Terms          Terms        `json:"terms"`
+	TermsID        string       `json:"termsId,omitempty"`
 	Envelope       signingEnvel `json:"envelope"`
 }
 
@@ -197,13 +198,18 @@ func SigningBytes(in *Instruction) ([]byte, error) {
 	b = jcsenc.AppendString(b, t.Rail)
 	b = append(b, `,"reversibility":`...)
 	b = jcsenc.AppendString(b, string(t.Reversibility))
-	return append(b, `}}`...), nil
+	b = append(b, '}')
+	if in.TermsID != "" {
+		b = append(b, `,"termsId":`...)
+		b = jcsenc.AppendString(b, in.TermsID)
+	}
+	return append(b, '}'), nil
 }
 
 func validUTF8(in *Instruction) bool {
 	for _, s := range []string{in.IdempotencyKey, in.Payee, in.Amount.Currency, in.Purpose, in.Terms.Rail,
 		string(in.Terms.Reversibility), string(in.Terms.Finality), string(in.Terms.Credential),
-		string(in.Terms.CapitalSource), string(in.Terms.Presence), in.Envelope.Agent, in.Envelope.Mandate, in.SessionID} {
+		string(in.Terms.CapitalSource), string(in.Terms.Presence), in.Envelope.Agent, in.Envelope.Mandate, in.SessionID, in.TermsID} {
 		if !utf8.ValidString(s) {
 			return false
 		}
@@ -220,6 +226,7 @@ func signingBytesSlow(in *Instruction) ([]byte, error) {
 		Purpose:        in.Purpose,
 		SessionID:      in.SessionID,
 		Terms:          in.Terms,
+		TermsID:        in.TermsID,
 		Envelope:       signingEnvel{Agent: in.Envelope.Agent, Mandate: in.Envelope.Mandate},
 	})
 	if err != nil {

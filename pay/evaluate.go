@@ -23,9 +23,9 @@ type Evaluation struct {
 
 // Evaluate runs the gate on a spend under a mandate token without
 // recording, reserving or counting anything: would it be allowed now, and
-// if not, why. payee, amount, terms and sessionID are as in an
+// if not, why. payee, amount, terms, sessionID and termsID are as in an
 // instruction; the agent is the mandate's subject.
-func (s *Service) Evaluate(ctx context.Context, c Caller, token, payee string, amount Amount, terms Terms, sessionID string) (*Evaluation, error) {
+func (s *Service) Evaluate(ctx context.Context, c Caller, token, payee string, amount Amount, terms Terms, sessionID, termsID string) (*Evaluation, error) {
 	m, err := s.mandates.Verify(token)
 	if err != nil {
 		var ue *UnauthorizedError
@@ -39,7 +39,7 @@ func (s *Service) Evaluate(ctx context.Context, c Caller, token, payee string, a
 		out.Refusal = string(ReasonAgentNotPermitted)
 		return out, nil
 	}
-	in := &Instruction{Payee: payee, Amount: amount, Terms: terms, SessionID: sessionID, Envelope: Envelope{Agent: m.Claims.Agent}}
+	in := &Instruction{Payee: payee, Amount: amount, Terms: terms, SessionID: sessionID, TermsID: termsID, Envelope: Envelope{Agent: m.Claims.Agent}}
 	err = s.st.View(ctx, func(r store.Reader) error {
 		now := s.now().UTC()
 		ctl, err := getControl(r)
@@ -67,6 +67,16 @@ func (s *Service) Evaluate(ctx context.Context, c Caller, token, payee string, a
 			return err
 		}
 		d := gate.Decide(input)
+		if d.Outcome != gate.Deny && termsID != "" {
+			reason, err := s.checkTerms(r, &Intent{Payee: payee, Amount: amount, Terms: terms, TermsID: termsID,
+				Agent: m.Claims.Agent, AgentKeyID: c.KeyID, MandateID: m.ID})
+			if err != nil {
+				return err
+			}
+			if reason != nil {
+				d = gate.Decision{Outcome: gate.Deny, Reasons: []gate.Reason{*reason}, MandateID: m.ID}
+			}
+		}
 		d.TripBreaker = false
 		out.Decision = &d
 		return nil

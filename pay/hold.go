@@ -61,6 +61,10 @@ type HoldOptions struct {
 	// TTL is how long the hold lasts once authorized; the expiry sweep
 	// ([Service.ExpireHolds]) voids it after. 1 minute to 30 days.
 	TTL time.Duration
+	// Until, when set, is an absolute end no authorization outlives (an
+	// obligation's deadline): the hold expires at the earlier of
+	// authorization + TTL and Until, and is never captured after it.
+	Until time.Time
 }
 
 // HoldState is the hold part of an intent.
@@ -68,6 +72,8 @@ type HoldState struct {
 	Phase string `json:"phase"`
 	// TTLSeconds is the hold's lifetime once authorized.
 	TTLSeconds int64 `json:"ttlSeconds"`
+	// Until is HoldOptions.Until, if set.
+	Until time.Time `json:"until,omitzero"`
 	// RailAuthorization: the rail holds the funds (settle.Authorizer);
 	// false: a reservation of the mandate's budget only.
 	RailAuthorization bool   `json:"railAuthorization"`
@@ -142,6 +148,9 @@ func (s *Service) markAuthorized(txn store.Txn, in *Intent, reference string, ra
 	h.ExpiresAt = now.Add(time.Duration(h.TTLSeconds) * time.Second)
 	if !railExpiry.IsZero() && railExpiry.Before(h.ExpiresAt) {
 		h.ExpiresAt = railExpiry.UTC().Truncate(time.Microsecond)
+	}
+	if !h.Until.IsZero() && h.Until.Before(h.ExpiresAt) {
+		h.ExpiresAt = h.Until
 	}
 	in.Status, in.UpdatedAt = StatusAuthorized, now
 	data, err := json.Marshal(map[string]any{"amount": in.Amount, "rail": in.Terms.Rail,
@@ -315,6 +324,10 @@ func (s *Service) Capture(ctx context.Context, c Caller, req CaptureRequest, req
 		}
 		if req.Minor <= 0 || req.Minor > in.Amount.Minor {
 			return fmt.Errorf("%w: asked %d, %d held", ErrCaptureExceeds, req.Minor, in.Amount.Minor)
+		}
+		if exp := in.Hold.ExpiresAt; !exp.IsZero() && !s.now().Before(exp) {
+			// Past its expiry and not yet swept: as good as expired.
+			return fmt.Errorf("%w (expired at %s)", ErrHoldReleased, exp.Format(time.RFC3339))
 		}
 		if err := s.stillAuthorized(txn, in); err != nil {
 			return err

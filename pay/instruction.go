@@ -117,6 +117,11 @@ type Instruction struct {
 	// a sub-budget and lifetime under the same mandate, which the gate
 	// checks (session.exhausted, session.expired). Signed like the rest.
 	SessionID string `json:"sessionId,omitempty" validate:"omitempty,max=64,printascii"`
+	// TermsID optionally cites two-party terms (protocol terms.accept,
+	// negotiate.accept): the gate denies the instruction unless it matches
+	// them (payee, amount, currency, rail) and they are accepted and in
+	// force. Signed like the rest.
+	TermsID string `json:"termsId,omitempty" validate:"omitempty,max=64,printascii"`
 }
 
 // Amount is an amount of money.
@@ -225,6 +230,8 @@ func DecodeInstruction(b []byte) (*Instruction, error) {
 			d.str(path, raw, &in.Purpose)
 		case "sessionId":
 			d.str(path, raw, &in.SessionID)
+		case "termsId":
+			d.str(path, raw, &in.TermsID)
 		case "terms":
 			t := &in.Terms
 			d.object(path, raw, func(name, path string, raw json.RawMessage) bool {

@@ -374,6 +374,15 @@ type refundData struct {
 // finished by retrying the same refund (Reconcile does) and never paid
 // twice; while one is unresolved, no other refund of the intent starts.
 func (s *Service) Refund(ctx context.Context, req RefundRequest, call OperatorCall) (*RefundResult, error) {
+	return s.RefundWithin(ctx, req, call, nil)
+}
+
+// RefundWithin is Refund with within run inside the transaction that
+// starts the refund, after the refund is minted and before it is stored:
+// another package's books move with it (a dispute's resolution marks its
+// refund started), and an error from within refuses the refund with
+// nothing written.
+func (s *Service) RefundWithin(ctx context.Context, req RefundRequest, call OperatorCall, within func(store.Txn, *Intent, Refund) error) (*RefundResult, error) {
 	var (
 		in       *Intent
 		pending  Refund
@@ -423,6 +432,11 @@ func (s *Service) Refund(ctx context.Context, req RefundRequest, call OperatorCa
 		}
 		if err := s.changed(txn, in, StepRefunding, call.RequestID); err != nil {
 			return err
+		}
+		if within != nil {
+			if err := within(txn, in, pending); err != nil {
+				return err
+			}
 		}
 		return putIntent(txn, in)
 	})

@@ -242,6 +242,9 @@ type Intent struct {
 	Tags []string `json:"tags,omitempty"`
 	// SessionID is the session the intent spends under, if any.
 	SessionID string `json:"sessionId,omitempty"`
+	// TermsID is the terms the instruction cited, if any (checked by the
+	// terms gate when it was decided).
+	TermsID string `json:"termsId,omitempty"`
 	// Hold is set on an intent asked for as a hold.
 	Hold      *HoldState `json:"hold,omitempty"`
 	RequestID string     `json:"requestId,omitempty"`

@@ -369,6 +369,8 @@ type decisionData struct {
 	// Tags are the request's usage tags, so aggregates by tag can be
 	// recomputed from the record alone.
 	Tags []string `json:"tags,omitempty"`
+	// TermsID is the terms the instruction cited, if any.
+	TermsID string `json:"termsId,omitempty"`
 	// PolicyHash is the digest of the policy in force (see
 	// SetPolicyHash), binding the decision to it.
 	PolicyHash string `json:"policyHash,omitempty"`
@@ -447,11 +449,20 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			ID: id, Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount,
 			Purpose: in.Purpose, Terms: in.Terms, MandateID: m.ID, MandateExpiresAt: m.Claims.ExpiresAt.UTC(),
-			Metadata: meta, SessionID: in.SessionID, Tags: c.Tags,
+			Metadata: meta, SessionID: in.SessionID, TermsID: in.TermsID, Tags: c.Tags,
 			Refunds: []Refund{}, RequestID: requestID, CreatedAt: now, UpdatedAt: now,
 		}
 		if sg.Hold != nil {
-			intent.Hold = &HoldState{TTLSeconds: int64(sg.Hold.TTL / time.Second)}
+			intent.Hold = &HoldState{TTLSeconds: int64(sg.Hold.TTL / time.Second), Until: sg.Hold.Until.UTC().Truncate(time.Microsecond)}
+		}
+		if d.Outcome != gate.Deny && intent.TermsID != "" {
+			reason, err := s.checkTerms(txn, intent)
+			if err != nil {
+				return err
+			}
+			if reason != nil {
+				d = gate.Decision{Outcome: gate.Deny, Reasons: []gate.Reason{*reason}, MandateID: m.ID}
+			}
 		}
 		if d.Outcome != gate.Deny && eff.Admit != nil {
 			reason, err := eff.Admit(txn, intent)
@@ -466,7 +477,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		data, err := json.Marshal(decisionData{
 			Decision: d, Stage: "policy", Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Rail: in.Terms.Rail, Metadata: meta,
-			Tags: c.Tags, PolicyHash: s.PolicyHash(),
+			Tags: c.Tags, PolicyHash: s.PolicyHash(), TermsID: in.TermsID,
 		})
 		if err != nil {
 			return err
