@@ -89,8 +89,8 @@ func movedOf(in *pay.Instruction, res *pay.Result) *CustodyMoved {
 // CustodyDeposit pays the deployment's custody account; the agent's
 // available balance is credited when the payment settles.
 func (s *Service) CustodyDeposit(ctx context.Context, call Call, req *CustodySpendRequest) (*CustodyMoved, error) {
-	if req.Spend.Payee != s.custody {
-		return nil, fmt.Errorf("%w: pay %s", errWrongPayee, s.custody)
+	if req.Spend.Payee != s.custody && req.Spend.Payee != s.insure.Payee {
+		return nil, fmt.Errorf("%w: pay %s (or %s to fund the insurance pool)", errWrongPayee, s.custody, s.insure.Payee)
 	}
 	res, err := s.spend(ctx, call, routeDeposit, "custody.deposit", &req.Spend, req, nil, nil)
 	if err != nil {
@@ -102,8 +102,8 @@ func (s *Service) CustodyDeposit(ctx context.Context, call Call, req *CustodySpe
 // CustodyWithdraw pays a destination out of the agent's custody balance,
 // through the gate.
 func (s *Service) CustodyWithdraw(ctx context.Context, call Call, req *CustodySpendRequest) (*CustodyMoved, error) {
-	if req.Spend.Payee == s.custody {
-		return nil, fmt.Errorf("%w: a withdrawal cannot pay the custody account itself", errWrongPayee)
+	if req.Spend.Payee == s.custody || req.Spend.Payee == s.insure.Payee {
+		return nil, fmt.Errorf("%w: a withdrawal cannot pay the deployment's own accounts", errWrongPayee)
 	}
 	res, err := s.spend(ctx, call, routeWithdraw, "custody.withdraw", &req.Spend, req, nil, nil)
 	if err != nil {
@@ -121,35 +121,43 @@ func move(from, to string, minor int64) []ledger.Posting {
 }
 
 // depositChanged credits a settled deposit, and takes a refunded one back
-// out of custody.
+// out of custody. A deposit to the insurance pool's payee funds the pool.
 func (s *Service) depositChanged(txn store.Txn, in *pay.Intent, step pay.Step, requestID string) error {
-	cur, agent := in.Amount.Currency, in.Agent
-	switch step {
-	case pay.StepSettled:
-		if err := s.post(txn, "deposit", in.ID, cur, move(worldAccount(in.Terms.Rail), availableAccount(agent), in.SettledMinor())...); err != nil {
-			return err
-		}
-	case pay.StepRefunding:
-		p := in.PendingRefund
-		err := s.post(txn, "refund.reserve."+p.ID, in.ID, cur, move(availableAccount(agent), refundingAccount(agent), p.Minor)...)
-		if errors.Is(err, ledger.ErrInsufficientFunds) {
-			return fmt.Errorf("%w: the deposit's money is no longer available in custody", errInsufficient)
-		}
-		if err != nil {
-			return err
-		}
-	case pay.StepRefunded:
-		p := in.Refunds[len(in.Refunds)-1]
-		if err := s.post(txn, "refund."+p.ID, in.ID, cur, move(refundingAccount(agent), worldAccount(in.Terms.Rail), p.Minor)...); err != nil {
-			return err
-		}
-	case pay.StepRefundRefused:
-		p := in.PendingRefund
-		if err := s.post(txn, "refund.unreserve."+p.ID, in.ID, cur, move(refundingAccount(agent), availableAccount(agent), p.Minor)...); err != nil {
-			return err
-		}
+	avail, refunding := availableAccount(in.Agent), refundingAccount(in.Agent)
+	if in.Payee == s.insure.Payee {
+		avail, refunding = poolAccount, poolRefundingAccount
+	}
+	if err := s.creditChanged(txn, in, step, "deposit", avail, refunding); err != nil {
+		return err
 	}
 	return s.recordCustody(txn, "deposit", in, step, requestID)
+}
+
+// creditChanged keeps the books of a payment into an account of the
+// deployment (a custody deposit, an insurance premium): credited from the
+// world when it settles; a refund takes the money back out of the account
+// first (refused when it is no longer there), then to the world when the
+// rail refunds, back if the rail refuses.
+func (s *Service) creditChanged(txn store.Txn, in *pay.Intent, step pay.Step, kind, avail, refunding string) error {
+	cur := in.Amount.Currency
+	switch step {
+	case pay.StepSettled:
+		return s.post(txn, kind, in.ID, cur, move(worldAccount(in.Terms.Rail), avail, in.SettledMinor())...)
+	case pay.StepRefunding:
+		p := in.PendingRefund
+		err := s.post(txn, "refund.reserve."+p.ID, in.ID, cur, move(avail, refunding, p.Minor)...)
+		if errors.Is(err, ledger.ErrInsufficientFunds) {
+			return fmt.Errorf("%w: the money is no longer in %s", errInsufficient, avail)
+		}
+		return err
+	case pay.StepRefunded:
+		p := in.Refunds[len(in.Refunds)-1]
+		return s.post(txn, "refund."+p.ID, in.ID, cur, move(refunding, worldAccount(in.Terms.Rail), p.Minor)...)
+	case pay.StepRefundRefused:
+		p := in.PendingRefund
+		return s.post(txn, "refund.unreserve."+p.ID, in.ID, cur, move(refunding, avail, p.Minor)...)
+	}
+	return nil
 }
 
 // withdrawAdmit reserves a withdrawal's amount out of the available

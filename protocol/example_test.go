@@ -276,4 +276,36 @@ func ExampleMethods() {
 	// revocation.revoke_identity   operator /protocol/revocation/revoke_identity
 	// proof.get                    agent    /protocol/proof/get
 	// proof.verify                 agent    /protocol/proof/verify
+	// terms.propose                agent    /protocol/terms/propose
+	// terms.accept                 agent    /protocol/terms/accept
+	// terms.get                    agent    /protocol/terms/get
+	// negotiate.offer              agent    /protocol/negotiate/offer
+	// negotiate.counter            agent    /protocol/negotiate/counter
+	// negotiate.accept             agent    /protocol/negotiate/accept
+	// negotiate.reject             agent    /protocol/negotiate/reject
+	// negotiate.get                agent    /protocol/negotiate/get
+	// obligation.create            agent    /protocol/obligation/create
+	// obligation.get               agent    /protocol/obligation/get
+	// obligation.list              agent    /protocol/obligation/list
+	// obligation.cancel            agent    /protocol/obligation/cancel
+	// evidence.submit              agent    /protocol/evidence/submit
+	// evidence.get                 agent    /protocol/evidence/get
+	// evidence.list                agent    /protocol/evidence/list
+	// clearing.status              agent    /protocol/clearing/status
+	// clearing.attempt             agent    /protocol/clearing/attempt
+	// delivery.record              agent    /protocol/delivery/record
+	// delivery.accept              agent    /protocol/delivery/accept
+	// delivery.get                 agent    /protocol/delivery/get
+	// delivery.dispute             operator /protocol/delivery/dispute
+	// dispute.open                 agent    /protocol/dispute/open
+	// dispute.respond              agent    /protocol/dispute/respond
+	// dispute.get                  agent    /protocol/dispute/get
+	// dispute.list                 agent    /protocol/dispute/list
+	// dispute.resolve              operator /protocol/dispute/resolve
+	// insurance.quote              agent    /protocol/insurance/quote
+	// insurance.bind               agent    /protocol/insurance/bind
+	// insurance.get                agent    /protocol/insurance/get
+	// claim.file                   agent    /protocol/claim/file
+	// claim.get                    agent    /protocol/claim/get
+	// claim.list                   agent    /protocol/claim/list
 }

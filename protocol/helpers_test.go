@@ -61,12 +61,19 @@ type harness struct {
 	claims   pay.MandateClaims
 	cardOpts fake.Options
 	seq      int
+	// ident is the deployment's identity (signs our offers); ev holds the
+	// counterparty's key and every evidence class's keys.
+	ident     *testIdentity
+	ev        *evidenceFixture
+	insurance InsuranceSchedule
 }
 
 type harnessConfig struct {
 	claims func(*pay.MandateClaims)
 	card   func(*fake.Options)
 	store  store.Store
+	// insurance overrides the default schedule.
+	insurance InsuranceSchedule
 }
 
 func newHarness(t testing.TB, cfg harnessConfig) *harness {
@@ -102,6 +109,9 @@ func newHarness(t testing.TB, cfg harnessConfig) *harness {
 		cfg.claims(&h.claims)
 	}
 	h.mandate = h.signMandate(h.claims)
+	h.ident = newTestIdentity()
+	h.ev = newEvidenceFixture(t)
+	h.insurance = cfg.insurance
 	h.restart()
 	return h
 }
@@ -143,7 +153,8 @@ func (h *harness) restart() {
 	}
 	h.pay.SetPolicyHash("sha256:test-policy")
 	h.svc, err = New(Options{Store: h.st, Log: h.log, Pay: h.pay, Mandates: mv, Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler),
-		PolicyDigest: func(context.Context) (string, error) { return "sha256:test-policy", nil }})
+		PolicyDigest: func(context.Context) (string, error) { return "sha256:test-policy", nil },
+		Identity:     h.ident, Evidence: h.ev.keys(), Insurance: h.insurance, BaseURL: "https://cs.test"})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -173,7 +184,11 @@ func (h *harness) spend(method, rail string, minor int64, edit func(*pay.Instruc
 	if edit != nil {
 		edit(&in)
 	}
-	if err := SignSpend(method, &in, h.agentKey); err != nil {
+	key := h.agentKey
+	if in.Envelope.Agent == h.ev.cp {
+		key = h.ev.cpKey
+	}
+	if err := SignSpend(method, &in, key); err != nil {
 		h.t.Fatal(err)
 	}
 	return in

@@ -139,6 +139,7 @@ type MandateVerifyRequest struct {
 	Amount    pay.Amount `json:"amount"`
 	Terms     pay.Terms  `json:"terms"`
 	SessionID string     `json:"sessionId,omitempty" validate:"omitempty,max=64"`
+	TermsID   string     `json:"termsId,omitempty" validate:"omitempty,max=64" doc:"Terms the spend would cite: checked as the gate checks them."`
 }
 
 // MandateVerification is the dry run's answer.
@@ -153,7 +154,7 @@ type MandateVerification struct {
 // MandateVerify is a dry run: would this mandate allow this spend now, and
 // why not. It records and reserves nothing.
 func (s *Service) MandateVerify(ctx context.Context, call Call, req *MandateVerifyRequest) (*MandateVerification, error) {
-	ev, err := s.pay.Evaluate(ctx, *call.Agent, req.Mandate, req.Payee, req.Amount, req.Terms, req.SessionID)
+	ev, err := s.pay.Evaluate(ctx, *call.Agent, req.Mandate, req.Payee, req.Amount, req.Terms, req.SessionID, req.TermsID)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,8 @@ type Method struct {
 	// MovesValue marks a method that can move money (a spend, a capture,
 	// a close that settles, a withdrawal).
 	MovesValue bool
+	// Accepted describes the method's 202 answer, when it has one.
+	Accepted string
 
 	invoke func(s *Service, ctx context.Context, call Call, req any) (any, error)
 }
@@ -66,6 +68,7 @@ type decl struct {
 	moves       bool
 	summary     string
 	description string
+	accepted    string
 	problems    []string
 }
 
@@ -73,7 +76,7 @@ func declare[Req, Resp any](d decl, h func(*Service, context.Context, Call, *Req
 	return Method{
 		Namespace: d.ns, Name: d.name, Credential: d.cred, Summary: d.summary, Description: d.description,
 		Request: reflect.TypeFor[Req](), Response: reflect.TypeFor[Resp](),
-		Problems: slices.Clone(d.problems), Entry: d.entry, MovesValue: d.moves,
+		Problems: slices.Clone(d.problems), Entry: d.entry, MovesValue: d.moves, Accepted: d.accepted,
 		invoke: func(s *Service, ctx context.Context, call Call, req any) (any, error) {
 			return h(s, ctx, call, req.(*Req))
 		},

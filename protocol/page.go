@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/store"
 )
 
 // Pages follow /audit: a cursor from the previous page, limit 1..100
@@ -38,4 +39,37 @@ func be8(v uint64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
 	return b[:]
+}
+
+// pageIndex pages an index whose keys are prefix + id, ids sorting in
+// creation order (ULIDs): after cursor (the last id of the previous
+// page), up to limit ids that fn includes (fn sees each id and its value
+// and says whether it counted). The next cursor is "" on the last page.
+func pageIndex(r store.Reader, prefix []byte, cursor string, limit int, fn func(id string, v []byte) (bool, error)) (string, error) {
+	if limit == 0 {
+		limit = defaultLimit
+	}
+	lower := prefix
+	if cursor != "" {
+		lower = append(append([]byte(nil), prefix...), cursor...)
+		lower = append(lower, 0)
+	}
+	it := r.Iterate(lower, store.PrefixEnd(prefix), false)
+	defer it.Close()
+	n, last := 0, ""
+	for it.Next() {
+		if n == limit {
+			return last, it.Close()
+		}
+		id := string(it.Key()[len(prefix):])
+		ok, err := fn(id, it.Value())
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			n++
+			last = id
+		}
+	}
+	return "", it.Close()
 }

@@ -10,7 +10,9 @@ import (
 )
 
 // The scheduler runs every time-driven transition of the surface: hold
-// and meter expiry, session expiry, the end of stake locks. Each sweep
+// and meter expiry (an obligation's deadline is its hold's end), session
+// expiry, the end of stake locks, resolved disputes' pending refunds and
+// payable insurance claims. Each sweep
 // reads what is due from an index in the store ordered by due time, and
 // records each transition in the transaction that makes it, so a restart
 // loses nothing: the first sweep after it catches up. Tests drive it with
@@ -21,6 +23,10 @@ type SweepReport struct {
 	HoldsExpired    int `json:"holdsExpired"`
 	SessionsExpired int `json:"sessionsExpired"`
 	StakesUnlocked  int `json:"stakesUnlocked"`
+	// DisputeRefunds counts resolved disputes whose pending refund was
+	// tried again; ClaimsPaid payable claims the pool could now pay.
+	DisputeRefunds int `json:"disputeRefunds"`
+	ClaimsPaid     int `json:"claimsPaid"`
 }
 
 // Sweep runs every due transition once, at the service's clock.
@@ -36,6 +42,12 @@ func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 		return rep, err
 	}
 	if rep.StakesUnlocked, err = s.unlockStakes(ctx); err != nil {
+		return rep, err
+	}
+	if rep.DisputeRefunds, err = s.retryDisputeRefunds(ctx); err != nil {
+		return rep, err
+	}
+	if rep.ClaimsPaid, err = s.payClaims(ctx); err != nil {
 		return rep, err
 	}
 	return rep, nil

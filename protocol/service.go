@@ -37,6 +37,28 @@ type Options struct {
 	CustodyPayee string
 	// Logger receives the scheduler's faults. Default slog.Default().
 	Logger *slog.Logger
+	// BaseURL is the server's public base URL: the problem types in
+	// answers are {BaseURL}/problems/{code}. Default "" (relative).
+	BaseURL string
+	// Identity signs this deployment's negotiation offers and says which
+	// counterparties the operator revoked (*identity.Service). Nil:
+	// negotiate cannot make our offers, and no counterparty is revoked.
+	Identity Identity
+	// Evidence are the keys evidence classes are checked against. A
+	// class without keys admits no evidence of it.
+	Evidence EvidenceKeys
+	// Insurance is the premium schedule and pool account. Zero: the
+	// DefaultInsurance schedule.
+	Insurance InsuranceSchedule
+}
+
+// Identity is what the protocol surface needs of the deployment's ADP
+// identity (*identity.Service has it).
+type Identity interface {
+	// SignStatement signs msg with the identity key.
+	SignStatement(msg []byte) (agentID string, pub ed25519.PublicKey, sig []byte)
+	// Revoked reports a counterparty agent id the operator revoked.
+	Revoked(ctx context.Context, agentID string) (bool, error)
 }
 
 // DefaultCustodyPayee is the custody account deposits pay when
@@ -55,6 +77,10 @@ type Service struct {
 	policy   func(context.Context) (string, error)
 	custody  string
 	logger   *slog.Logger
+	baseURL  string
+	identity Identity
+	evidence EvidenceKeys
+	insure   InsuranceSchedule
 }
 
 // New returns a Service and installs its effects on the money path (the
@@ -73,12 +99,20 @@ func New(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	ins, err := o.Insurance.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{st: o.Store, log: o.Log, pay: o.Pay, mandates: o.Mandates, now: o.Now,
-		policy: o.PolicyDigest, custody: o.CustodyPayee, logger: o.Logger}
+		policy: o.PolicyDigest, custody: o.CustodyPayee, logger: o.Logger, baseURL: strings.TrimSuffix(o.BaseURL, "/"),
+		identity: o.Identity, evidence: o.Evidence, insure: ins}
 	s.pay.SetEffect(routeHoldPlace, pay.Effect{Changed: s.holdChanged})
 	s.pay.SetEffect(routeMeterOpen, pay.Effect{Changed: s.meterChanged})
 	s.pay.SetEffect(routeDeposit, pay.Effect{Changed: s.depositChanged})
 	s.pay.SetEffect(routeWithdraw, pay.Effect{Admit: s.withdrawAdmit, Changed: s.withdrawChanged})
+	s.pay.SetEffect(routeObligation, pay.Effect{Changed: s.obligationChanged})
+	s.pay.SetEffect(routeInsuranceBind, pay.Effect{Admit: s.bindAdmit, Changed: s.bindChanged})
+	s.pay.SetTermsGate(s.termsGate)
 	return s, nil
 }
 

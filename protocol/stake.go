@@ -56,9 +56,11 @@ type Stake struct {
 	Amount      pay.Amount `json:"amount"`
 	LockedUntil time.Time  `json:"lockedUntil"`
 	Purpose     string     `json:"purpose"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	UpdatedAt   time.Time  `json:"updatedAt"`
-	Entries     []uint64   `json:"entries"`
+	// SlashedMinor is what dispute resolutions took from it.
+	SlashedMinor int64     `json:"slashedMinor,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+	Entries      []uint64  `json:"entries"`
 }
 
 func stakeKey(id string) []byte { return []byte("protocol/stake/" + id) }
