@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 
 const protocolSynopsis = `protocol list
 protocol METHOD [BODY] [flags]
+protocol sign --key FILE (--bytes B64URL | --evidence STATEMENT)
 
 Calls one method of the protocol surface, POST /protocol/{namespace}/{method}:
 METHOD is its id (hold.place, session.open, proof.get, ...; "protocol list"
@@ -39,12 +41,21 @@ operator key, and need a "rationale" of at least 10 characters in BODY.
 
 Prints the HTTP status and the answer; --out also writes a 2xx answer to a
 file as received (proof.get's answer verifies offline with
-"countersign proof verify FILE"). Exits 1 on any problem.`
+"countersign proof verify FILE"). Exits 1 on any problem.
+
+"protocol sign" is the counterparty's side, for tests and walkthroughs: with
+its Ed25519 key (JWK) it signs the signingBytes of terms or an offer
+(--bytes, base64url as the answer carries them), or a piece of evidence
+(--evidence, the statement JSON, which names its subject), and prints the
+base64url signature. With neither it prints the key's agent id.`
 
 func cmdProtocol(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fmt.Fprintln(stderr, "usage: countersign "+strings.ReplaceAll(protocolSynopsis, "\nprotocol", "\n       countersign protocol"))
 		return errUsage
+	}
+	if args[0] == "sign" {
+		return cmdProtocolSign(args[1:], stdout, stderr)
 	}
 	if args[0] == "list" {
 		for _, m := range protocol.Methods() {
@@ -190,4 +201,44 @@ func signSpendFor(method string, spend map[string]any, agentKeyPath, mandatePath
 		return nil, err
 	}
 	return &in, nil
+}
+
+// cmdProtocolSign signs as a counterparty would: terms, offers, evidence.
+func cmdProtocolSign(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("protocol sign", protocolSynopsis, stderr)
+	keyPath := fs.String("key", "", "the signer's Ed25519 private key `file` (JWK)")
+	msg := fs.String("bytes", "", "signingBytes to sign, `base64url` (terms, offers)")
+	statement := fs.String("evidence", "", "an evidence `statement` (JSON object with a subject member) to sign")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	priv, _, err := keyfile.ReadEd25519(*keyPath)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *msg != "" && *statement != "":
+		return errors.New("protocol sign: --bytes or --evidence, not both")
+	case *msg != "":
+		b, err := base64.RawURLEncoding.DecodeString(*msg)
+		if err != nil {
+			return fmt.Errorf("protocol sign: --bytes: %w", err)
+		}
+		fmt.Fprintln(stdout, base64.RawURLEncoding.EncodeToString(ed25519.Sign(priv, b)))
+	case *statement != "":
+		var head struct {
+			Subject string `json:"subject"`
+		}
+		if err := json.Unmarshal([]byte(*statement), &head); err != nil || head.Subject == "" {
+			return errors.New("protocol sign: --evidence must be a JSON object with a subject member")
+		}
+		sig, err := protocol.SignEvidence([]byte(*statement), head.Subject, priv)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, sig)
+	default:
+		fmt.Fprintln(stdout, hex.EncodeToString(priv.Public().(ed25519.PublicKey)))
+	}
+	return nil
 }

@@ -58,43 +58,14 @@ func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) erro
 			return err
 		}
 	}
-	agentPath := filepath.Join(dir, sandboxAgentKey)
-	agent, err := readOrCreateKey(agentPath, "")
+	agentID, err := provisionAgent(ctx, dir, keys, op, "", "sandbox agent")
 	if err != nil {
 		return err
 	}
-	agentID := hex.EncodeToString(agent.Public().(ed25519.PublicKey))
-
-	credPath := filepath.Join(dir, sandboxCredential)
-	if _, err := os.Stat(credPath); errors.Is(err, os.ErrNotExist) {
-		iss, err := keys.Create(ctx, auth.CreateRequest{Name: "sandbox agent", AgentIDs: []string{agentID}},
-			audit.Actor{Kind: "system", ID: "sandbox-provisioning"}, "")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(credPath, []byte(iss.Credential+"\n"), 0o600); err != nil {
-			return fmt.Errorf("sandbox: %w", err)
-		}
-	}
-	mandatePath := filepath.Join(dir, sandboxMandate)
-	if _, err := os.Stat(mandatePath); errors.Is(err, os.ErrNotExist) {
-		now := time.Now().UTC().Truncate(time.Second)
-		tok, err := pay.SignMandate(pay.MandateClaims{
-			ID: "mdt_sandbox_" + agentID[:12], Agent: agentID,
-			IssuedAt: now, ExpiresAt: now.Add(sandboxMandateValid),
-			Payees: []string{"*"}, Currency: "USD",
-			PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000, Period: gate.Day,
-			// acp and ucp are the sandbox merchants' rails (POST /buy).
-			Rails: []string{fake.SandboxCard, fake.SandboxBank, fake.SandboxChain, "acp", "ucp"},
-			// "Confirm above 10,000": thresholds are inclusive, so 10,001.
-			ConfirmAboveMinor: 10_001, IrreversibleConfirmAboveMinor: 10_001,
-		}, op, sandboxOperatorKID)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(mandatePath, []byte(tok+"\n"), 0o644); err != nil {
-			return fmt.Errorf("sandbox: %w", err)
-		}
+	// A second agent, the seller of the protocol walkthrough: a
+	// counterparty that is an agent here too, with custody and a stake.
+	if _, err := provisionAgent(ctx, dir, keys, op, "seller", "sandbox seller"); err != nil {
+		return err
 	}
 	memPath := filepath.Join(dir, sandboxMemMandate)
 	if _, err := os.Stat(memPath); errors.Is(err, os.ErrNotExist) {
@@ -111,6 +82,59 @@ func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) erro
 		}
 	}
 	return nil
+}
+
+// provisionAgent writes an agent key, a credential issued to it and a
+// mandate for it (files agent.jwk.json, agent-credential.txt, mandate.jws,
+// or seller.jwk.json, seller-credential.txt, seller-mandate.jws and
+// seller-id.txt for the prefix "seller"), keeping what exists.
+func provisionAgent(ctx context.Context, dir string, keys *auth.Keys, op crypto.Signer, prefix, name string) (string, error) {
+	keyFile, credFile, mandateFile := sandboxAgentKey, sandboxCredential, sandboxMandate
+	if prefix != "" {
+		keyFile, credFile, mandateFile = prefix+".jwk.json", prefix+"-credential.txt", prefix+"-mandate.jws"
+	}
+	agent, err := readOrCreateKey(filepath.Join(dir, keyFile), "")
+	if err != nil {
+		return "", err
+	}
+	agentID := hex.EncodeToString(agent.Public().(ed25519.PublicKey))
+	if prefix != "" {
+		if err := os.WriteFile(filepath.Join(dir, prefix+"-id.txt"), []byte(agentID+"\n"), 0o644); err != nil {
+			return "", fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	credPath := filepath.Join(dir, credFile)
+	if _, err := os.Stat(credPath); errors.Is(err, os.ErrNotExist) {
+		iss, err := keys.Create(ctx, auth.CreateRequest{Name: name, AgentIDs: []string{agentID}},
+			audit.Actor{Kind: "system", ID: "sandbox-provisioning"}, "")
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(credPath, []byte(iss.Credential+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	mandatePath := filepath.Join(dir, mandateFile)
+	if _, err := os.Stat(mandatePath); errors.Is(err, os.ErrNotExist) {
+		now := time.Now().UTC().Truncate(time.Second)
+		tok, err := pay.SignMandate(pay.MandateClaims{
+			ID: "mdt_sandbox_" + agentID[:12], Agent: agentID,
+			IssuedAt: now, ExpiresAt: now.Add(sandboxMandateValid),
+			Payees: []string{"*"}, Currency: "USD",
+			PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000, Period: gate.Day,
+			// acp and ucp are the sandbox merchants' rails (POST /buy).
+			Rails: []string{fake.SandboxCard, fake.SandboxBank, fake.SandboxChain, "acp", "ucp"},
+			// "Confirm above 10,000": thresholds are inclusive, so 10,001.
+			ConfirmAboveMinor: 10_001, IrreversibleConfirmAboveMinor: 10_001,
+		}, op, sandboxOperatorKID)
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(mandatePath, []byte(tok+"\n"), 0o644); err != nil {
+			return "", fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return agentID, nil
 }
 
 func readOrCreateKey(path, kid string) (crypto.Signer, error) {

@@ -71,6 +71,7 @@ type serveConfig struct {
 	merchants           string
 	memoryUntrusted     string
 	identityKey         string
+	protocolConfig      string
 	operatorID          string
 	deniabilityBoundary string
 	systemPrompt        string
@@ -103,6 +104,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Float64Var(&c.sandboxUnknownRate, "sandbox-unknown-rate", 0, "fraction of sandbox rail calls that end with an unknown outcome (fault testing)")
 	fs.StringVar(&c.merchants, "merchants", "", "JSON `file` listing the merchants agents may buy from: [{id, protocol (acp|ucp), baseUrl, apiKey, pspUrl, pspKey, profileUrl}]; sandbox mode also starts and registers sandbox-acp and sandbox-ucp")
 	fs.StringVar(&c.memoryUntrusted, "memory-untrusted-sources", "", "comma-separated source `kinds` (agent, tool, url, operator, record) whose memory records are tainted when written (default: none; an operator can mark single sources with POST /memory/taint)")
+	fs.StringVar(&c.protocolConfig, "protocol-config", "", "JSON `file` of the protocol surface's evidence keys (witnesses, receipts, attesters: name → 64-hex Ed25519 public key; logs: origin → note verifier key) and insurance schedule (payee, rateBps, minPremiumMinor, maxLimitMinor); default: no evidence keys, 3 % premiums")
 	fs.StringVar(&c.identityKey, "identity-key", "", "the deployment's ADP identity key `file` (Ed25519 JWK); default <data>/keys/identity.jwk.json, generated on first start")
 	fs.StringVar(&c.operatorID, "operator-id", "", "the deploying party's stable id, disclosed as operator.operatorId (default sandbox-operator in sandbox mode; required with --production)")
 	fs.StringVar(&c.deniabilityBoundary, "deniability-boundary", "", "what the operator is and is not accountable for, disclosed as operator.deniabilityBoundary (default: the boundary this software enforces)")
@@ -292,8 +294,13 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	// the reconciler may finish its intents. Its policy digest is the
 	// identity's, opened below.
 	var ident *servedIdentity
+	evidenceKeys, insurance, err := readProtocolConfig(cfg.protocolConfig)
+	if err != nil {
+		return nil, err
+	}
 	proto, err := protocol.New(protocol.Options{Store: st, Log: lg, Pay: svc, Mandates: mandates, Logger: logger,
-		PolicyDigest: func(ctx context.Context) (string, error) { return ident.PolicyDigest(ctx) }})
+		PolicyDigest: func(ctx context.Context) (string, error) { return ident.PolicyDigest(ctx) },
+		Identity:     lazyIdentity{&ident}, Evidence: evidenceKeys, Insurance: insurance, BaseURL: baseURL})
 	if err != nil {
 		return nil, err
 	}
