@@ -135,8 +135,8 @@ func TestServeEmptyDirectory(t *testing.T) {
 	for _, e := range page.Data {
 		types = append(types, e.Type)
 	}
-	if want := []string{"system.started", "agent.created", "identity.created", "gate.policy"}; !slices.Equal(types, want) {
-		t.Fatalf("a fresh server's record should hold its start, the sandbox agent's key, its identity and its policy (%v): %s", want, body)
+	if want := []string{"system.started", "agent.created", "agent.created", "identity.created", "gate.policy"}; !slices.Equal(types, want) {
+		t.Fatalf("a fresh server's record should hold its start, the sandbox agent's and seller's keys, its identity and its policy (%v): %s", want, body)
 	}
 
 	// The README's two payments: one settles, one is held for approval.
@@ -157,8 +157,8 @@ func TestServeEmptyDirectory(t *testing.T) {
 		}
 	}
 	_, body = get(t, base+"/audit?limit=100", bearer...)
-	if err := json.Unmarshal(body, &page); err != nil || len(page.Data) != 7 {
-		t.Fatalf("after two payments and a replay the record should hold 7 entries: %s", body)
+	if err := json.Unmarshal(body, &page); err != nil || len(page.Data) != 8 {
+		t.Fatalf("after two payments and a replay the record should hold 8 entries: %s", body)
 	}
 
 	resp, body = get(t, base+"/audit?limit=500", bearer...)
