@@ -172,7 +172,7 @@ func TestServeEmptyDirectory(t *testing.T) {
 	if code := run(context.Background(), []string{"audit", "verify", "--url", base, "--key", pub, "--credential", cred, "--signatures"}, &out, &errOut); code != 0 {
 		t.Fatalf("audit verify --url: exit %d: %s %s", code, out.String(), errOut.String())
 	}
-	if !strings.HasPrefix(out.String(), "ok: 7 entries verified") {
+	if !strings.HasPrefix(out.String(), "ok: 8 entries verified") {
 		t.Fatalf("audit verify --url said %q", out.String())
 	}
 
@@ -183,7 +183,7 @@ func TestServeEmptyDirectory(t *testing.T) {
 	// A restart appends a second start entry to the same chain.
 	base, stop = startServe(t, dir)
 	_, body = get(t, base+"/audit/consistency?from=1", bearer...)
-	if !strings.Contains(string(body), `"to":8`) { // the policy did not change: no second gate.policy
+	if !strings.Contains(string(body), `"to":9`) { // the policy did not change: no second gate.policy
 		t.Fatalf("consistency after restart: %s", body)
 	}
 	if code := stop(); code != 0 {
@@ -193,7 +193,7 @@ func TestServeEmptyDirectory(t *testing.T) {
 	if code := run(context.Background(), []string{"audit", "verify", "--data", dir, "--signatures"}, &out, &errOut); code != 0 {
 		t.Fatalf("audit verify --data: exit %d: %s %s", code, out.String(), errOut.String())
 	}
-	if !strings.HasPrefix(out.String(), "ok: 8 entries verified") {
+	if !strings.HasPrefix(out.String(), "ok: 9 entries verified") {
 		t.Fatalf("audit verify --data said %q", out.String())
 	}
 }
