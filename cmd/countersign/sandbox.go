@@ -217,6 +217,9 @@ mandate.jws           a mandate from that operator to that agent: USD, any payee
 memory-mandate.jws    a memory mandate from that operator to that agent: every
                       namespace, read, write and erase (erasing also needs the
                       operator's own signature)
+seller.jwk.json, seller-credential.txt, seller-mandate.jws, seller-id.txt
+                      a second agent with the same mandate terms: the seller
+                      (counterparty) of the protocol walkthrough in README.md
 record.pub            the record's verifier key (C2SP note verifier string)
 
 Pay 12.50 USD (settles at once, 200 with a Receipt):
