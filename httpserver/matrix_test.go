@@ -192,6 +192,7 @@ type matrixStack struct {
 	memory   *memory.Service
 	protocol *protocol.Service
 	refusals *refusalLog
+	rail     *fake.Rail // the sandbox card rail, whose ledger says what moved
 }
 
 func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
@@ -264,8 +265,10 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		t.Fatal(err)
 	}
 	// Its scheduler is not run: the matrix compares store digests.
+	// The deployment's identity signs its negotiation offers, as
+	// cmd/countersign newServer wires it.
 	proto, err := protocol.New(protocol.Options{Store: st, Log: lg, Pay: svc, Mandates: mandates, Now: matrixClock, Logger: quiet,
-		PolicyDigest: ident.PolicyDigest})
+		PolicyDigest: ident.PolicyDigest, Identity: ident, BaseURL: matrixBase})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +297,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, memory: mem, protocol: proto, refusals: refusals}
+	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, memory: mem, protocol: proto, refusals: refusals, rail: rail}
 }
 
 // wire is a request as it goes on the wire. It is a value so that one
@@ -433,6 +436,24 @@ type matrixFixture struct {
 	session     string // open
 	stake       string // locked (the clock never moves: release answers stake.locked)
 	proof       json.RawMessage
+
+	// Part 2: a counterparty whose key the fixture holds, and what the
+	// positive controls of terms … claim act on.
+	cpKey        ed25519.PrivateKey
+	cpHex        string
+	terms        string // proposed: terms.accept accepts it with termsSig
+	termsSig     string
+	negotiation  string // our offer: negotiate.counter and negotiate.get
+	negAccept    string // our offer: negotiate.accept with negAcceptSig
+	negAcceptSig string
+	negReject    string // open: negotiate.reject
+	obligation   string // floor sign, awaiting evidence: clearing stays pending
+	cancelObl    string // floor self, no evidence: obligation.cancel
+	evidence     string // self evidence about obligation
+	delivery     string // recorded, on a cleared obligation
+	policy       string // active, on a cleared obligation disputed as dispute
+	dispute      string // open; its respondent is cpHex
+	claim        string // filed on another policy and dispute
 }
 
 func newMatrixFixture(t *testing.T) *matrixFixture {
@@ -568,6 +589,104 @@ func (fx *matrixFixture) seedProtocol(t *testing.T) {
 	if fx.proof, err = json.Marshal(proof); err != nil {
 		t.Fatal(err)
 	}
+	fx.seedProtocol2(t, call)
+}
+
+// seedProtocol2 makes the objects of terms, negotiate, obligation,
+// evidence, delivery, dispute, insurance and claim the positive controls
+// act on.
+func (fx *matrixFixture) seedProtocol2(t *testing.T, call protocol.Call) {
+	t.Helper()
+	ctx := t.Context()
+	svc := fx.matrixStack.protocol
+	pub, cpKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.cpKey, fx.cpHex = cpKey, hex.EncodeToString(pub)
+	cpSign := func(signingBytes string) string {
+		msg, err := base64.RawURLEncoding.DecodeString(signingBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(ed25519.Sign(cpKey, msg))
+	}
+	body := fx.termsBody()
+	trm, err := svc.TermsPropose(ctx, call, &protocol.TermsProposeRequest{Counterparty: fx.cpHex, Terms: body})
+	if err != nil {
+		t.Fatalf("seeding terms: %v", err)
+	}
+	fx.terms, fx.termsSig = trm.ID, cpSign(trm.SigningBytes)
+	offer := func() *protocol.Negotiation {
+		n, err := svc.NegotiateOffer(ctx, call, &protocol.NegotiateOfferRequest{Counterparty: fx.cpHex, Terms: body})
+		if err != nil {
+			t.Fatalf("seeding a negotiation: %v", err)
+		}
+		return n
+	}
+	fx.negotiation = offer().ID
+	na := offer()
+	fx.negAccept, fx.negAcceptSig = na.ID, cpSign(na.Offers[0].SigningBytes)
+	fx.negReject = offer().ID
+
+	obligation := func(floor protocol.EvidenceClass) string {
+		o, err := svc.ObligationCreate(ctx, call, &protocol.ObligationCreateRequest{Spend: *fx.spend(t, "obligation.create", "acct:seller.example", 300),
+			EvidenceFloor: floor, Deadline: matrixClock().Add(time.Hour), Counterparty: fx.cpHex})
+		if err != nil || o.Status != protocol.ObligationAwaiting {
+			t.Fatalf("seeding an obligation: %+v, %v", o, err)
+		}
+		return o.ObligationID
+	}
+	self := func(subject string) *protocol.EvidenceSubmitted {
+		ev, err := svc.EvidenceSubmit(ctx, call, &protocol.EvidenceSubmitRequest{Subject: subject, Class: protocol.ClassSelf,
+			Statement: json.RawMessage(`{"subject":"` + subject + `","delivered":"matrix seed"}`)})
+		if err != nil {
+			t.Fatalf("seeding evidence: %v", err)
+		}
+		return ev
+	}
+	// cleared is an obligation that cleared on its own word (floor self).
+	cleared := func() string {
+		id := obligation(protocol.ClassSelf)
+		if ev := self(id); ev.Clearing == nil || ev.Clearing.Status != protocol.ClearingCleared {
+			t.Fatalf("seeding a cleared obligation: %+v", ev.Clearing)
+		}
+		return id
+	}
+	fx.obligation = obligation(protocol.ClassSign)
+	fx.evidence = self(fx.obligation).Evidence.ID
+	fx.cancelObl = obligation(protocol.ClassSelf)
+	dlv, err := svc.DeliveryRecord(ctx, call, &protocol.DeliveryRecordRequest{Subject: cleared(), Description: "matrix delivery"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.delivery = dlv.ID
+	insured := func() (policy, dispute string) {
+		subject := cleared()
+		pol, err := svc.InsuranceBind(ctx, call, &protocol.InsuranceBindRequest{Subject: subject, LimitMinor: 1_000,
+			Spend: *fx.spend(t, "insurance.bind", protocol.DefaultInsurancePayee, 100)})
+		if err != nil || pol.Status != "active" {
+			t.Fatalf("seeding a policy: %+v, %v", pol, err)
+		}
+		dsp, err := svc.DisputeOpen(ctx, call, &protocol.DisputeOpenRequest{Subject: subject, Reason: "matrix dispute"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pol.ID, dsp.ID
+	}
+	fx.policy, fx.dispute = insured()
+	pol, dsp := insured()
+	clm, err := svc.ClaimFile(ctx, call, &protocol.ClaimFileRequest{PolicyID: pol, DisputeID: dsp, AmountMinor: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.claim = clm.ID
+}
+
+// termsBody is what the fixture's terms and offers say.
+func (fx *matrixFixture) termsBody() protocol.TermsBody {
+	return protocol.TermsBody{Payee: "acct:seller.example", Amount: pay.Amount{Minor: 300, Currency: "USD"}, Rail: fake.SandboxCard,
+		Description: "matrix terms", ValidUntil: matrixClock().Add(24 * time.Hour)}
 }
 
 // spend returns a spend under the fixture's mandate with a fresh
