@@ -919,6 +919,95 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		},
 		reflect.TypeFor[protocol.ProofGetRequest]():    func(testing.TB) any { return protocol.ProofGetRequest{IntentID: fx.settled} },
 		reflect.TypeFor[protocol.ProofVerifyRequest](): func(testing.TB) any { return protocol.ProofVerifyRequest{Proof: fx.proof} },
+
+		// Part 2. The matrix's agent key acts for fx.agentHex alone, and
+		// the counterparty is no identity of it: dispute.respond answers
+		// 403 dispute.not_respondent past the credential check (the story,
+		// protocol_story_test.go, responds as the respondent). Operator
+		// controls run once per key: the second delivery.dispute answers
+		// 409 dispute.exists, the second dispute.resolve 409
+		// dispute.already_resolved; the second negotiate.counter 409
+		// negotiate.out_of_turn, the second insurance.bind 403 (a policy
+		// covers the subject).
+		reflect.TypeFor[protocol.TermsProposeRequest](): func(testing.TB) any {
+			return protocol.TermsProposeRequest{Counterparty: fx.cpHex, Terms: fx.termsBody()}
+		},
+		reflect.TypeFor[protocol.TermsAcceptRequest](): func(testing.TB) any {
+			return protocol.TermsAcceptRequest{TermsID: fx.terms, Signature: fx.termsSig}
+		},
+		reflect.TypeFor[protocol.TermsRef](): func(testing.TB) any { return protocol.TermsRef{TermsID: fx.terms} },
+		reflect.TypeFor[protocol.NegotiateOfferRequest](): func(testing.TB) any {
+			return protocol.NegotiateOfferRequest{Counterparty: fx.cpHex, Terms: fx.termsBody()}
+		},
+		reflect.TypeFor[protocol.NegotiateCounterRequest](): func(t testing.TB) any {
+			// The counterparty's counter-offer: the second offer, signed
+			// with its key.
+			counter := fx.termsBody()
+			counter.Amount.Minor = 400
+			msg, err := protocol.OfferSigningBytes(fx.negotiation, 2, fx.agentHex, fx.cpHex, counter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return protocol.NegotiateCounterRequest{NegotiationID: fx.negotiation, From: protocol.SideCounterparty, Terms: counter,
+				Signature: base64.RawURLEncoding.EncodeToString(ed25519.Sign(fx.cpKey, msg))}
+		},
+		reflect.TypeFor[protocol.NegotiateAcceptRequest](): func(testing.TB) any {
+			return protocol.NegotiateAcceptRequest{NegotiationID: fx.negAccept, Signature: fx.negAcceptSig}
+		},
+		reflect.TypeFor[protocol.NegotiateRejectRequest](): func(testing.TB) any {
+			return protocol.NegotiateRejectRequest{NegotiationID: fx.negReject, By: protocol.SideUs, Reason: "matrix test"}
+		},
+		reflect.TypeFor[protocol.NegotiationRef](): func(testing.TB) any {
+			return protocol.NegotiationRef{NegotiationID: fx.negotiation}
+		},
+		reflect.TypeFor[protocol.ObligationCreateRequest](): func(t testing.TB) any {
+			return protocol.ObligationCreateRequest{Spend: *fx.spend(t, "obligation.create", "acct:seller.example", 100),
+				EvidenceFloor: protocol.ClassSelf, Deadline: matrixClock().Add(time.Hour)}
+		},
+		reflect.TypeFor[protocol.ObligationRef](): func(testing.TB) any {
+			return protocol.ObligationRef{ObligationID: fx.obligation}
+		},
+		reflect.TypeFor[protocol.ObligationListRequest](): func(testing.TB) any { return protocol.ObligationListRequest{} },
+		reflect.TypeFor[protocol.EvidenceSubmitRequest](): func(testing.TB) any {
+			// Below the obligation's floor (sign): 202 clearing.pending.
+			return protocol.EvidenceSubmitRequest{Subject: fx.obligation, Class: protocol.ClassSelf,
+				Statement: json.RawMessage(`{"subject":"` + fx.obligation + `","delivered":"matrix test"}`)}
+		},
+		reflect.TypeFor[protocol.EvidenceRef](): func(testing.TB) any { return protocol.EvidenceRef{EvidenceID: fx.evidence} },
+		reflect.TypeFor[protocol.EvidenceListRequest](): func(testing.TB) any {
+			return protocol.EvidenceListRequest{Subject: fx.obligation}
+		},
+		reflect.TypeFor[protocol.DeliveryRecordRequest](): func(testing.TB) any {
+			return protocol.DeliveryRecordRequest{Subject: fx.settled, Description: "matrix delivery"}
+		},
+		reflect.TypeFor[protocol.DeliveryRef](): func(testing.TB) any { return protocol.DeliveryRef{DeliveryID: fx.delivery} },
+		reflect.TypeFor[protocol.DeliveryDisputeRequest](): func(testing.TB) any {
+			return protocol.DeliveryDisputeRequest{DeliveryID: fx.delivery, Reason: "matrix dispute", Override: protocol.Override{Rationale: matrixRationale}}
+		},
+		reflect.TypeFor[protocol.DisputeOpenRequest](): func(testing.TB) any {
+			return protocol.DisputeOpenRequest{Subject: fx.settled, Reason: "matrix dispute"}
+		},
+		reflect.TypeFor[protocol.DisputeRespondRequest](): func(testing.TB) any {
+			return protocol.DisputeRespondRequest{DisputeID: fx.dispute, Text: "matrix response"}
+		},
+		reflect.TypeFor[protocol.DisputeRef](): func(testing.TB) any { return protocol.DisputeRef{DisputeID: fx.dispute} },
+		reflect.TypeFor[protocol.DisputeListRequest](): func(testing.TB) any { return protocol.DisputeListRequest{} },
+		reflect.TypeFor[protocol.DisputeResolveRequest](): func(testing.TB) any {
+			return protocol.DisputeResolveRequest{DisputeID: fx.dispute, Outcome: protocol.ForClaimant, Override: protocol.Override{Rationale: matrixRationale}}
+		},
+		reflect.TypeFor[protocol.InsuranceQuoteRequest](): func(testing.TB) any {
+			return protocol.InsuranceQuoteRequest{Subject: fx.settled, LimitMinor: 1_000}
+		},
+		reflect.TypeFor[protocol.InsuranceBindRequest](): func(t testing.TB) any {
+			return protocol.InsuranceBindRequest{Subject: fx.settled, LimitMinor: 1_000,
+				Spend: *fx.spend(t, "insurance.bind", protocol.DefaultInsurancePayee, 100)}
+		},
+		reflect.TypeFor[protocol.PolicyRef](): func(testing.TB) any { return protocol.PolicyRef{PolicyID: fx.policy} },
+		reflect.TypeFor[protocol.ClaimFileRequest](): func(testing.TB) any {
+			return protocol.ClaimFileRequest{PolicyID: fx.policy, DisputeID: fx.dispute, AmountMinor: 50}
+		},
+		reflect.TypeFor[protocol.ClaimRef](): func(testing.TB) any { return protocol.ClaimRef{ClaimID: fx.claim} },
+		reflect.TypeFor[protocol.ClaimListRequest](): func(testing.TB) any { return protocol.ClaimListRequest{} },
 	}
 }
 
@@ -933,6 +1022,9 @@ func matrixOpBodies(fx *matrixFixture) map[string]func(t testing.TB) any {
 		"custody.withdraw": func(t testing.TB) any {
 			return protocol.CustodySpendRequest{Spend: *fx.spend(t, "custody.withdraw", "acct:bank.example", 100)}
 		},
+		// obligation.cancel cancels an obligation of its own; the rest of
+		// obligation and clearing read fx.obligation.
+		"obligation.cancel": func(testing.TB) any { return protocol.ObligationRef{ObligationID: fx.cancelObl} },
 	}
 }
 

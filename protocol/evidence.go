@@ -259,6 +259,14 @@ func (s *Service) EvidenceSubmit(ctx context.Context, call Call, req *EvidenceSu
 	if err != nil {
 		return nil, err
 	}
+	if subj.obligation {
+		// Evidence for an obligation that can never clear is refused:
+		// it could only mislead.
+		switch err := obligationOpen(subj.intent, s.clock()); {
+		case errors.Is(err, errDeadlinePassed), errors.Is(err, errObligationCancelled), errors.Is(err, errObligationClosed):
+			return nil, err
+		}
+	}
 	canon, err := CanonicalStatement(req.Statement, req.Subject)
 	if err != nil {
 		return nil, err

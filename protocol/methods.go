@@ -181,7 +181,7 @@ var methods = []Method{
 	declare(decl{ns: "evidence", name: "submit", cred: agent, entry: "protocol.evidence.submit", summary: "Submit evidence",
 		description: "Verifies a statement for its class — self (the caller's word), sign (the counterparty's key), wit (a configured witness), rec (a registered merchant or rail), att (a configured attester), proof (inclusion in a configured log), pote (proof whose checkpoint a configured witness co-signed) — and stores it. About an obligation, it attempts the clearing at once: the answer carries it (202 while still below the floor). The same statement and class again answers the stored evidence.",
 		accepted:    "Accepted: the evidence is stored and the obligation is still below its floor (clearing.problem names the awaited class).",
-		problems:    []string{CodeEvidenceSubject, CodeEvidenceInvalid, CodeEvidenceSigner, CodeCounterpartyRevoked}}, (*Service).EvidenceSubmit),
+		problems:    []string{CodeEvidenceSubject, CodeEvidenceInvalid, CodeEvidenceSigner, CodeCounterpartyRevoked, CodeDeadlinePassed, CodeObligationCancelled, CodeObligationClosed}}, (*Service).EvidenceSubmit),
 	declare(decl{ns: "evidence", name: "get", cred: agent, summary: "Read evidence", description: "Evidence about one of the caller's subjects.",
 		problems: []string{CodeEvidenceNotFound}}, (*Service).EvidenceGet),
 	declare(decl{ns: "evidence", name: "list", cred: agent, summary: "List evidence about a subject", description: "Oldest first; cursor is the last evidence id.",
