@@ -160,14 +160,7 @@ func (s *Service) DeliveryRecord(ctx context.Context, call Call, req *DeliveryRe
 }
 
 func (s *Service) putDelivery(txn store.Txn, call Call, typ string, d *DeliveryReport) error {
-	view := *d
-	view.Entries = nil
-	e, err := s.record(txn, call, typ, d.IntentID, view)
-	if err != nil {
-		return err
-	}
-	d.Entries = append(d.Entries, e.Seq)
-	return putJSON(txn, deliveryKey(d.ID), d)
+	return putObject(s, txn, call, typ, d.IntentID, deliveryKey(d.ID), d)
 }
 
 // DeliveryRef names a delivery.
@@ -413,14 +406,7 @@ func (s *Service) openDispute(ctx context.Context, call Call, subject string, in
 }
 
 func (s *Service) putDispute(txn store.Txn, call Call, typ string, d *Dispute) error {
-	view := *d
-	view.Entries = nil
-	e, err := s.record(txn, call, typ, d.IntentID, view)
-	if err != nil {
-		return err
-	}
-	d.Entries = append(d.Entries, e.Seq)
-	return putJSON(txn, disputeKey(d.ID), d)
+	return putObject(s, txn, call, typ, d.IntentID, disputeKey(d.ID), d)
 }
 
 // DisputeRef names a dispute.
@@ -749,3 +735,7 @@ func (s *Service) retryDisputeRefunds(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+func (d *DeliveryReport) entryList() *[]uint64 { return &d.Entries }
+
+func (d *Dispute) entryList() *[]uint64 { return &d.Entries }

@@ -447,14 +447,7 @@ func (s *Service) ClaimFile(ctx context.Context, call Call, req *ClaimFileReques
 }
 
 func (s *Service) putClaim(txn store.Txn, call Call, typ string, c *Claim) error {
-	view := *c
-	view.Entries = nil
-	e, err := s.record(txn, call, typ, "", view)
-	if err != nil {
-		return err
-	}
-	c.Entries = append(c.Entries, e.Seq)
-	return putJSON(txn, claimKey(c.ID), c)
+	return putObject(s, txn, call, typ, "", claimKey(c.ID), c)
 }
 
 // settleClaims makes a resolved dispute's claims payable (and pays them
@@ -610,3 +603,5 @@ func (s *Service) ClaimList(ctx context.Context, call Call, req *ClaimListReques
 	}
 	return out, nil
 }
+
+func (c *Claim) entryList() *[]uint64 { return &c.Entries }

@@ -168,14 +168,7 @@ func (s *Service) addOffer(txn store.Txn, n *Negotiation, from string, body Term
 }
 
 func (s *Service) putNegotiation(txn store.Txn, call Call, typ string, n *Negotiation) error {
-	view := *n
-	view.Entries = nil
-	e, err := s.record(txn, call, typ, "", view)
-	if err != nil {
-		return err
-	}
-	n.Entries = append(n.Entries, e.Seq)
-	return putJSON(txn, negotiationKey(n.ID), n)
+	return putObject(s, txn, call, typ, "", negotiationKey(n.ID), n)
 }
 
 // NegotiateCounterRequest is the body of negotiate.counter.
@@ -342,3 +335,5 @@ func (s *Service) NegotiateGet(ctx context.Context, call Call, req *NegotiationR
 	}
 	return &n, nil
 }
+
+func (n *Negotiation) entryList() *[]uint64 { return &n.Entries }

@@ -92,27 +92,14 @@ type Obligation struct {
 	Entries       []uint64      `json:"entries"`
 }
 
-func obligationStatus(in *pay.Intent) string {
-	switch in.Status {
-	case pay.StatusPendingApproval:
-		return ObligationPendingApproval
-	case pay.StatusSettling:
-		if in.Hold != nil && in.Hold.Phase == pay.HoldPhaseAuthorize {
-			return ObligationAuthorizing
-		}
-		return ObligationClearing
-	case pay.StatusAuthorized:
-		return ObligationAwaiting
-	case pay.StatusSettled, pay.StatusPartiallyRefunded, pay.StatusRefunded:
-		return ObligationSettled
-	case pay.StatusVoided:
-		return ObligationCancelled
-	case pay.StatusExpired:
-		return ObligationExpired
-	case pay.StatusDenied:
-		return ObligationDenied
-	}
-	return ObligationFailed
+// obligationStatus names an obligation's state after its hold's: the two
+// read the same intent.
+func obligationStatus(in *pay.Intent) string { return obligationOfHold[holdStatus(in)] }
+
+var obligationOfHold = map[string]string{
+	HoldPendingApproval: ObligationPendingApproval, HoldAuthorizing: ObligationAuthorizing, HoldHeld: ObligationAwaiting,
+	HoldCapturing: ObligationClearing, HoldStatusCaptured: ObligationSettled, HoldReleased: ObligationCancelled,
+	HoldExpired: ObligationExpired, HoldDenied: ObligationDenied, HoldFailed: ObligationFailed,
 }
 
 func obligationOf(in *pay.Intent, entries []uint64) Obligation {

@@ -146,6 +146,27 @@ func (s *Service) record(txn store.Txn, call Call, typ, intentID string, obj any
 	return s.log.Append(txn, r)
 }
 
+// recorded is a stored object that lists the record entries that changed
+// it.
+type recorded interface{ entryList() *[]uint64 }
+
+// putObject records obj's new state as typ (without its entry list,
+// which the entry cannot contain), appends the entry's seq to the list and
+// stores obj under key, all inside txn.
+func putObject[T any, P interface {
+	*T
+	recorded
+}](s *Service, txn store.Txn, call Call, typ, intentID string, key []byte, obj P) error {
+	view := *obj
+	*P(&view).entryList() = nil
+	e, err := s.record(txn, call, typ, intentID, view)
+	if err != nil {
+		return err
+	}
+	*obj.entryList() = append(*obj.entryList(), e.Seq)
+	return putJSON(txn, key, obj)
+}
+
 func (c Call) actor() audit.Actor {
 	switch {
 	case c.Operator != nil:

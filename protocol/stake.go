@@ -157,14 +157,7 @@ func (s *Service) StakePost(ctx context.Context, call Call, req *StakePostReques
 
 // putStake records the stake's new state and stores it with the entry.
 func (s *Service) putStake(txn store.Txn, call Call, typ string, st *Stake) error {
-	view := *st
-	view.Entries = nil
-	e, err := s.record(txn, call, typ, "", view)
-	if err != nil {
-		return err
-	}
-	st.Entries = append(st.Entries, e.Seq)
-	return putJSON(txn, stakeKey(st.ID), st)
+	return putObject(s, txn, call, typ, "", stakeKey(st.ID), st)
 }
 
 // StakeRef names a stake.
@@ -273,3 +266,5 @@ func hasAny(r store.Reader, prefix []byte) (bool, error) {
 	ok := it.Next()
 	return ok, it.Close()
 }
+
+func (st *Stake) entryList() *[]uint64 { return &st.Entries }

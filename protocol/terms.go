@@ -230,14 +230,7 @@ func (s *Service) TermsPropose(ctx context.Context, call Call, req *TermsPropose
 }
 
 func (s *Service) putTerms(txn store.Txn, call Call, typ string, t *TwoPartyTerms) error {
-	view := *t
-	view.Entries = nil
-	e, err := s.record(txn, call, typ, "", view)
-	if err != nil {
-		return err
-	}
-	t.Entries = append(t.Entries, e.Seq)
-	return putJSON(txn, termsKey(t.ID), t)
+	return putObject(s, txn, call, typ, "", termsKey(t.ID), t)
 }
 
 // TermsAcceptRequest is the body of terms.accept.
@@ -375,3 +368,5 @@ func (s *Service) termsGate(r store.Reader, in *pay.Intent) (*gate.Reason, error
 	}
 	return nil, nil
 }
+
+func (t *TwoPartyTerms) entryList() *[]uint64 { return &t.Entries }
