@@ -483,29 +483,21 @@ func (s *Service) DisputeList(ctx context.Context, call Call, req *DisputeListRe
 	if err != nil {
 		return nil, err
 	}
-	out := &DisputeList{Disputes: []Dispute{}}
-	err = s.st.View(ctx, func(r store.Reader) error {
-		next, err := pageIndex(r, disputeByAgent(agent), req.Cursor, req.Limit, func(id string, _ []byte) (bool, error) {
+	items, next, err := listPage(ctx, s, disputeByAgent(agent), req.Cursor, req.Limit,
+		func(r store.Reader, id string) (Dispute, bool, error) {
 			var d Dispute
 			if err := getJSON(r, disputeKey(id), &d); err != nil {
-				return false, err
+				return d, false, err
 			}
 			if req.Status != "" && d.Status != req.Status {
-				return false, nil
+				return d, false, nil
 			}
-			if err := refundView(r, &d); err != nil {
-				return false, err
-			}
-			out.Disputes = append(out.Disputes, d)
-			return true, nil
+			return d, true, refundView(r, &d)
 		})
-		out.NextCursor = next
-		return err
-	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return &DisputeList{Disputes: items, NextCursor: next}, nil
 }
 
 // DisputeRespondRequest is the body of dispute.respond.

@@ -466,23 +466,15 @@ func (s *Service) EvidenceList(ctx context.Context, call Call, req *EvidenceList
 	if _, err := s.subjectOf(ctx, call, req.Subject); err != nil {
 		return nil, err
 	}
-	out := &EvidenceList{Evidence: []Evidence{}}
-	err := s.st.View(ctx, func(r store.Reader) error {
-		next, err := pageIndex(r, evidenceBySubject(req.Subject), req.Cursor, req.Limit, func(id string, _ []byte) (bool, error) {
+	items, next, err := listPage(ctx, s, evidenceBySubject(req.Subject), req.Cursor, req.Limit,
+		func(r store.Reader, id string) (Evidence, bool, error) {
 			var ev Evidence
-			if err := getJSON(r, evidenceKey(id), &ev); err != nil {
-				return false, err
-			}
-			out.Evidence = append(out.Evidence, ev)
-			return true, nil
+			return ev, true, getJSON(r, evidenceKey(id), &ev)
 		})
-		out.NextCursor = next
-		return err
-	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return &EvidenceList{Evidence: items, NextCursor: next}, nil
 }
 
 // achievedClasses reads the classes of the evidence about a subject.

@@ -259,17 +259,23 @@ func (s *Service) HoldGet(ctx context.Context, call Call, req *HoldRef) (*Hold, 
 }
 
 func (s *Service) holdView(ctx context.Context, in *pay.Intent) (*Hold, error) {
-	var seqs []uint64
-	err := s.st.View(ctx, func(r store.Reader) error {
-		var err error
-		seqs, err = pay.IntentEntrySeqs(r, in.ID)
-		return err
-	})
+	seqs, err := s.entrySeqs(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
 	h := holdOf(in, seqs)
 	return &h, nil
+}
+
+// entrySeqs reads the sequence numbers of the entries about an intent.
+func (s *Service) entrySeqs(ctx context.Context, intentID string) ([]uint64, error) {
+	var seqs []uint64
+	err := s.st.View(ctx, func(r store.Reader) error {
+		var err error
+		seqs, err = pay.IntentEntrySeqs(r, intentID)
+		return err
+	})
+	return seqs, err
 }
 
 // ownRoute checks that an intent is the caller's and was placed by the

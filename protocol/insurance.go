@@ -294,15 +294,7 @@ type PolicyRef struct {
 }
 
 func (s *Service) policyIntent(ctx context.Context, call Call, id string) (*pay.Intent, error) {
-	intentID, ok := prefixID(id, "pol_", "int_")
-	if !ok {
-		return nil, errPolicyNotFound
-	}
-	in, err := s.pay.Intent(ctx, *call.Agent, intentID)
-	if errors.Is(err, pay.ErrIntentNotFound) || (err == nil && in.Route != routeInsuranceBind) {
-		return nil, errPolicyNotFound
-	}
-	return in, err
+	return s.routedIntent(ctx, call, id, "pol_", routeInsuranceBind, errPolicyNotFound)
 }
 
 // InsuranceGet returns a policy of the caller.
@@ -582,26 +574,18 @@ type ClaimList struct {
 
 // ClaimList pages the caller's claims.
 func (s *Service) ClaimList(ctx context.Context, call Call, req *ClaimListRequest) (*ClaimList, error) {
-	out := &ClaimList{Claims: []Claim{}}
-	err := s.st.View(ctx, func(r store.Reader) error {
-		next, err := pageIndex(r, claimsByKey(call.Agent.KeyID), req.Cursor, req.Limit, func(id string, _ []byte) (bool, error) {
+	items, next, err := listPage(ctx, s, claimsByKey(call.Agent.KeyID), req.Cursor, req.Limit,
+		func(r store.Reader, id string) (Claim, bool, error) {
 			var c Claim
 			if err := getJSON(r, claimKey(id), &c); err != nil {
-				return false, err
+				return c, false, err
 			}
-			if req.Status != "" && c.Status != req.Status {
-				return false, nil
-			}
-			out.Claims = append(out.Claims, c)
-			return true, nil
+			return c, req.Status == "" || c.Status == req.Status, nil
 		})
-		out.NextCursor = next
-		return err
-	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return &ClaimList{Claims: items, NextCursor: next}, nil
 }
 
 func (c *Claim) entryList() *[]uint64 { return &c.Entries }

@@ -239,13 +239,20 @@ type ObligationRef struct {
 
 // obligationIntent reads the caller's obligation's intent.
 func (s *Service) obligationIntent(ctx context.Context, call Call, id string) (*pay.Intent, error) {
-	intentID, ok := prefixID(id, "obl_", "int_")
+	return s.routedIntent(ctx, call, id, "obl_", routeObligation, errObligationNotFound)
+}
+
+// routedIntent reads the caller's intent behind the id of an object a
+// route places (obl_X and pol_X are int_X); another key's intent, another
+// route's or no intent at all is notFound.
+func (s *Service) routedIntent(ctx context.Context, call Call, id, prefix string, route pay.Route, notFound error) (*pay.Intent, error) {
+	intentID, ok := prefixID(id, prefix, "int_")
 	if !ok {
-		return nil, errObligationNotFound
+		return nil, notFound
 	}
 	in, err := s.pay.Intent(ctx, *call.Agent, intentID)
-	if errors.Is(err, pay.ErrIntentNotFound) || (err == nil && in.Route != routeObligation) {
-		return nil, errObligationNotFound
+	if errors.Is(err, pay.ErrIntentNotFound) || (err == nil && in.Route != route) {
+		return nil, notFound
 	}
 	return in, err
 }
@@ -260,12 +267,7 @@ func (s *Service) ObligationGet(ctx context.Context, call Call, req *ObligationR
 }
 
 func (s *Service) obligationView(ctx context.Context, in *pay.Intent) (*Obligation, error) {
-	var seqs []uint64
-	err := s.st.View(ctx, func(r store.Reader) error {
-		var err error
-		seqs, err = pay.IntentEntrySeqs(r, in.ID)
-		return err
-	})
+	seqs, err := s.entrySeqs(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -288,31 +290,24 @@ type ObligationList struct {
 
 // ObligationList pages the caller's obligations, optionally of one status.
 func (s *Service) ObligationList(ctx context.Context, call Call, req *ObligationListRequest) (*ObligationList, error) {
-	out := &ObligationList{Obligations: []Obligation{}}
-	err := s.st.View(ctx, func(r store.Reader) error {
-		next, err := pageIndex(r, []byte("protocol/obl-by-key/"+call.Agent.KeyID+"/"), req.Cursor, req.Limit, func(id string, _ []byte) (bool, error) {
+	items, next, err := listPage(ctx, s, []byte("protocol/obl-by-key/"+call.Agent.KeyID+"/"), req.Cursor, req.Limit,
+		func(r store.Reader, id string) (Obligation, bool, error) {
 			intentID, _ := prefixID(id, "obl_", "int_")
 			in, err := pay.GetIntent(r, intentID)
 			if err != nil {
-				return false, err
+				return Obligation{}, false, err
 			}
 			o := obligationOf(in, []uint64{})
 			if req.Status != "" && o.Status != req.Status {
-				return false, nil
+				return o, false, nil
 			}
-			if o.Entries, err = pay.IntentEntrySeqs(r, in.ID); err != nil {
-				return false, err
-			}
-			out.Obligations = append(out.Obligations, o)
-			return true, nil
+			o.Entries, err = pay.IntentEntrySeqs(r, in.ID)
+			return o, true, err
 		})
-		out.NextCursor = next
-		return err
-	})
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return &ObligationList{Obligations: items, NextCursor: next}, nil
 }
 
 // ObligationCancel cancels an obligation that has no evidence yet: the

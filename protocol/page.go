@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"encoding/binary"
 	"strconv"
 
@@ -72,4 +73,26 @@ func pageIndex(r store.Reader, prefix []byte, cursor string, limit int, fn func(
 		}
 	}
 	return "", it.Close()
+}
+
+// listPage reads one page of objects through an index (see pageIndex):
+// load turns an id into its object, or says it is filtered out.
+func listPage[T any](ctx context.Context, s *Service, prefix []byte, cursor string, limit int,
+	load func(r store.Reader, id string) (T, bool, error)) ([]T, string, error) {
+	items := []T{}
+	var next string
+	err := s.st.View(ctx, func(r store.Reader) error {
+		items = items[:0]
+		var err error
+		next, err = pageIndex(r, prefix, cursor, limit, func(id string, _ []byte) (bool, error) {
+			v, ok, err := load(r, id)
+			if err != nil || !ok {
+				return false, err
+			}
+			items = append(items, v)
+			return true, nil
+		})
+		return err
+	})
+	return items, next, err
 }
