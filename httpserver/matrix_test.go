@@ -990,7 +990,7 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		reflect.TypeFor[protocol.DisputeRespondRequest](): func(testing.TB) any {
 			return protocol.DisputeRespondRequest{DisputeID: fx.dispute, Text: "matrix response"}
 		},
-		reflect.TypeFor[protocol.DisputeRef](): func(testing.TB) any { return protocol.DisputeRef{DisputeID: fx.dispute} },
+		reflect.TypeFor[protocol.DisputeRef]():         func(testing.TB) any { return protocol.DisputeRef{DisputeID: fx.dispute} },
 		reflect.TypeFor[protocol.DisputeListRequest](): func(testing.TB) any { return protocol.DisputeListRequest{} },
 		reflect.TypeFor[protocol.DisputeResolveRequest](): func(testing.TB) any {
 			return protocol.DisputeResolveRequest{DisputeID: fx.dispute, Outcome: protocol.ForClaimant, Override: protocol.Override{Rationale: matrixRationale}}
@@ -1006,7 +1006,7 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		reflect.TypeFor[protocol.ClaimFileRequest](): func(testing.TB) any {
 			return protocol.ClaimFileRequest{PolicyID: fx.policy, DisputeID: fx.dispute, AmountMinor: 50}
 		},
-		reflect.TypeFor[protocol.ClaimRef](): func(testing.TB) any { return protocol.ClaimRef{ClaimID: fx.claim} },
+		reflect.TypeFor[protocol.ClaimRef]():         func(testing.TB) any { return protocol.ClaimRef{ClaimID: fx.claim} },
 		reflect.TypeFor[protocol.ClaimListRequest](): func(testing.TB) any { return protocol.ClaimListRequest{} },
 	}
 }

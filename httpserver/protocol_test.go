@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -68,7 +69,56 @@ type protocolFixture struct {
 	proof       json.RawMessage
 
 	seq int // idempotency keys minted so far
+
+	// Part 2: the deployment's identity (it signs our offers), a
+	// counterparty and a witness whose keys the tests hold, and the
+	// objects the happy paths of terms … claim act on.
+	ident        *protocolIdentity
+	cpKey        ed25519.PrivateKey
+	cp           string // the counterparty's agent id, 64 hex
+	witnessKey   ed25519.PrivateKey
+	terms        *protocol.TwoPartyTerms // proposed: terms.accept accepts it
+	negotiation  string                  // our offer: countered, then accepted
+	rejected     string                  // our offer: negotiate.reject
+	oblSign      string                  // floor sign, no evidence: clears over HTTP, then is disputed
+	oblCancel    string                  // floor self, no evidence: obligation.cancel
+	evidence     string                  // self evidence that cleared oblDelivered
+	delivery     string                  // recorded, on a cleared obligation: accepted, then disputed
+	policy       string                  // active, on the subject of dispute
+	dispute      string                  // open, its respondent allowAll's first agent; claim filed on it
+	claim        string
+	claimPolicy  string // active, on the subject of claimDispute: claim.file
+	claimDispute string
 }
+
+// protocolWitness is the name of the fixture's witness (wit evidence).
+const protocolWitness = "witness-1"
+
+// protocolPeer is allowAll's first agent: the counterparty of the
+// fixture's dispute, so that allowAll's principal may respond to it.
+var protocolPeer = strings.Repeat("ab", 32)
+
+// protocolIdentity is the deployment's identity of the protocol fixture:
+// it signs our negotiation offers and has revoked nobody.
+type protocolIdentity struct {
+	key ed25519.PrivateKey
+	id  string
+}
+
+func newProtocolIdentity(t testing.TB) *protocolIdentity {
+	t.Helper()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &protocolIdentity{key: key, id: hex.EncodeToString(pub)}
+}
+
+func (i *protocolIdentity) SignStatement(msg []byte) (string, ed25519.PublicKey, []byte) {
+	return i.id, i.key.Public().(ed25519.PublicKey), ed25519.Sign(i.key, msg)
+}
+
+func (i *protocolIdentity) Revoked(context.Context, string) (bool, error) { return false, nil }
 
 // testProtocol builds the fixture. Its clock is fixed and moves only when
 // the fixture moves it (past the stake's lock).
@@ -111,8 +161,14 @@ func testProtocol(t testing.TB) *protocolFixture {
 	if f.pay, err = pay.New(pay.Options{Store: st, Log: f.log, Rails: reg, Mandates: mv, Now: f.clock.Now, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
+	f.ident = newProtocolIdentity(t)
+	if _, f.witnessKey, err = ed25519.GenerateKey(rand.Reader); err != nil {
+		t.Fatal(err)
+	}
 	f.svc, err = protocol.New(protocol.Options{Store: st, Log: f.log, Pay: f.pay, Mandates: mv, Now: f.clock.Now, Logger: quiet,
-		PolicyDigest: func(context.Context) (string, error) { return "sha256:test-policy", nil }})
+		PolicyDigest: func(context.Context) (string, error) { return "sha256:test-policy", nil },
+		Identity:     f.ident,
+		Evidence:     protocol.EvidenceKeys{Witnesses: map[string]ed25519.PublicKey{protocolWitness: f.witnessKey.Public().(ed25519.PublicKey)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +251,100 @@ func testProtocol(t testing.TB) *protocolFixture {
 	if f.proof, err = json.Marshal(proof); err != nil {
 		t.Fatal(err)
 	}
+	f.seedPart2(t, call)
 	return f
+}
+
+// seedPart2 makes, through the Go API as allowAll's principal, the
+// objects the happy paths of terms … claim act on. Nothing it does
+// touches the protocol agent's custody or waits for a person, so part 1's
+// cases see what they saw before.
+func (f *protocolFixture) seedPart2(t testing.TB, call protocol.Call) {
+	t.Helper()
+	ctx := t.Context()
+	pub, cpKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cpKey, f.cp = cpKey, hex.EncodeToString(pub)
+	if f.terms, err = f.svc.TermsPropose(ctx, call, &protocol.TermsProposeRequest{Agent: protocolAgent, Counterparty: f.cp, Terms: f.termsBody()}); err != nil {
+		t.Fatal(err)
+	}
+	offer := func() string {
+		n, err := f.svc.NegotiateOffer(ctx, call, &protocol.NegotiateOfferRequest{Agent: protocolAgent, Counterparty: f.cp, Terms: f.termsBody()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.ID
+	}
+	f.negotiation, f.rejected = offer(), offer()
+
+	obligation := func(floor protocol.EvidenceClass, cp string, minor int64) string {
+		o, err := f.svc.ObligationCreate(ctx, call, &protocol.ObligationCreateRequest{Spend: f.spend(t, "obligation.create", protocolCard, "acct:seller.example", minor),
+			EvidenceFloor: floor, Deadline: f.clock.Now().Add(time.Hour), Counterparty: cp, Description: "a report"})
+		if err != nil || o.Status != protocol.ObligationAwaiting {
+			t.Fatalf("seed obligation: %+v, %v", o, err)
+		}
+		return o.ObligationID
+	}
+	// cleared is an obligation that cleared on the agent's own word.
+	cleared := func(cp string) (string, string) {
+		id := obligation(protocol.ClassSelf, cp, 2_000)
+		ev, err := f.svc.EvidenceSubmit(ctx, call, &protocol.EvidenceSubmitRequest{Subject: id, Class: protocol.ClassSelf,
+			Statement: json.RawMessage(`{"subject":"` + id + `","delivered":"report v1"}`)})
+		if err != nil || ev.Clearing == nil || ev.Clearing.Status != protocol.ClearingCleared {
+			t.Fatalf("seed clearing: %+v, %v", ev, err)
+		}
+		return id, ev.Evidence.ID
+	}
+	f.oblSign = obligation(protocol.ClassSign, f.cp, 2_000)
+	f.oblCancel = obligation(protocol.ClassSelf, "", 1_000)
+	delivered, ev := cleared(f.cp)
+	f.evidence = ev
+	dlv, err := f.svc.DeliveryRecord(ctx, call, &protocol.DeliveryRecordRequest{Subject: delivered, Description: "report v1", EvidenceIDs: []string{ev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.delivery = dlv.ID
+	// insured is a cleared obligation of protocolPeer's with a policy and
+	// an open dispute.
+	insured := func(limit, premium int64) (string, string) {
+		subject, _ := cleared(protocolPeer)
+		pol, err := f.svc.InsuranceBind(ctx, call, &protocol.InsuranceBindRequest{Subject: subject, LimitMinor: limit,
+			Spend: f.spend(t, "insurance.bind", protocolCard, protocol.DefaultInsurancePayee, premium)})
+		if err != nil || pol.Status != "active" {
+			t.Fatalf("seed policy: %+v, %v", pol, err)
+		}
+		dsp, err := f.svc.DisputeOpen(ctx, call, &protocol.DisputeOpenRequest{Subject: subject, Reason: "the report is empty"})
+		if err != nil || dsp.Respondent != protocolPeer {
+			t.Fatalf("seed dispute: %+v, %v", dsp, err)
+		}
+		return pol.ID, dsp.ID
+	}
+	// Premiums of 300 and 100 fund the pool the claim of 250 is paid from.
+	f.policy, f.dispute = insured(10_000, 300)
+	f.claimPolicy, f.claimDispute = insured(1_000, 100)
+	clm, err := f.svc.ClaimFile(ctx, call, &protocol.ClaimFileRequest{PolicyID: f.policy, DisputeID: f.dispute, AmountMinor: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.claim = clm.ID
+}
+
+// termsBody is what the fixture's terms and first offers say.
+func (f *protocolFixture) termsBody() protocol.TermsBody {
+	return protocol.TermsBody{Payee: "acct:seller.example", Amount: pay.Amount{Minor: 2_000, Currency: "USD"}, Rail: protocolCard,
+		Description: "a report", EvidenceFloor: protocol.ClassSign, ValidUntil: f.clock.Now().Add(24 * time.Hour)}
+}
+
+// cpSign is the counterparty's signature over base64url signing bytes.
+func (f *protocolFixture) cpSign(t testing.TB, signingBytes string) string {
+	t.Helper()
+	msg, err := base64.RawURLEncoding.DecodeString(signingBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(ed25519.Sign(f.cpKey, msg))
 }
 
 // spend returns an instruction under the fixture's mandate with a fresh
@@ -210,6 +359,17 @@ func (f *protocolFixture) spend(t testing.TB, method, rail, payee string, minor 
 			Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated},
 		Envelope: pay.Envelope{Agent: protocolAgent, Mandate: f.mandate},
 	}
+	if err := protocol.SignSpend(method, &in, protocolAgentKey); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// spendCiting is f.spend citing terms.
+func (f *protocolFixture) spendCiting(t testing.TB, method, rail, payee string, minor int64, termsID string) pay.Instruction {
+	t.Helper()
+	in := f.spend(t, method, rail, payee, minor)
+	in.TermsID, in.Envelope.Signature = termsID, ""
 	if err := protocol.SignSpend(method, &in, protocolAgentKey); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +415,7 @@ func protocolRouteCases(t testing.TB, f *protocolFixture) []routeCase {
 	usd := func(minor int64) pay.Amount { return pay.Amount{Minor: minor, Currency: "USD"} }
 	terms := pay.Terms{Rail: protocolCard, Reversibility: gate.Reversible, Finality: gate.FinalityInstant,
 		Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated}
-	return []routeCase{
+	return append([]routeCase{
 		c("mandate.get", 200, protocol.MandateRef{MandateID: f.mandateID}, expectJSON(func(v protocol.MandateView) bool {
 			return v.Status == "active" && v.Mandate.ID == f.mandateID
 		})),
@@ -344,8 +504,192 @@ func protocolRouteCases(t testing.TB, f *protocolFixture) []routeCase {
 		})),
 		c("proof.verify", 200, protocol.ProofVerifyRequest{Proof: f.proof},
 			expectJSON(func(v protocol.ProofVerification) bool { return v.Valid && v.IntentID == f.intent })),
+	}, protocolRouteCases2(t, f, c)...)
+}
+
+// protocolRouteCases2 are the happy paths of part 2, in an order that
+// respects their state: terms are accepted before an obligation cites
+// them; f.oblSign waits below its floor, clears on the counterparty's
+// signature, then has a delivery, a dispute and a policy; the fixture's
+// dispute is answered, then resolved, which pays its claim.
+func protocolRouteCases2(t testing.TB, f *protocolFixture, c func(string, int, any, func(*testing.T, []byte)) routeCase) []routeCase {
+	const rationale = "routine check by ops"
+	now := f.clock.Now()
+	counter := f.termsBody()
+	counter.Amount.Minor = 2_500
+	counterBytes, err := protocol.OfferSigningBytes(f.negotiation, 2, protocolAgent, f.cp, counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counterSig := base64.RawURLEncoding.EncodeToString(ed25519.Sign(f.cpKey, counterBytes))
+	termsSig := f.cpSign(t, f.terms.SigningBytes)
+	stmt := `{"subject":"` + f.oblSign + `","delivered":"report v1"}`
+	signed, err := protocol.SignEvidence([]byte(stmt), f.oblSign, f.cpKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	witStmt := `{"subject":"` + f.intent + `","witnessed":"deposit"}`
+	witnessed, err := protocol.SignEvidence([]byte(witStmt), f.intent, f.witnessKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []routeCase{
+		c("terms.propose", 200, protocol.TermsProposeRequest{Agent: protocolAgent, Counterparty: f.cp, Terms: f.termsBody()},
+			expectJSON(func(v protocol.TwoPartyTerms) bool {
+				return v.Status == protocol.TermsStatusProposed && v.Agent == protocolAgent && v.Counterparty == f.cp && v.SigningBytes != ""
+			})),
+		c("terms.accept", 200, protocol.TermsAcceptRequest{TermsID: f.terms.ID, Signature: termsSig},
+			expectJSON(func(v protocol.TwoPartyTerms) bool {
+				return v.Status == protocol.TermsStatusAccepted && v.CounterpartySignature == termsSig && v.AcceptedAt != nil
+			})),
+		c("terms.get", 200, protocol.TermsRef{TermsID: f.terms.ID},
+			expectJSON(func(v protocol.TwoPartyTerms) bool {
+				return v.ID == f.terms.ID && v.Status == protocol.TermsStatusAccepted
+			})),
+
+		c("negotiate.offer", 200, protocol.NegotiateOfferRequest{Agent: protocolAgent, Counterparty: f.cp, Terms: f.termsBody()},
+			expectJSON(func(v protocol.Negotiation) bool {
+				return v.Status == protocol.NegotiationOpen && len(v.Offers) == 1 && v.Offers[0].From == protocol.SideUs && v.Offers[0].Signer == f.ident.id
+			})),
+		c("negotiate.counter", 200, protocol.NegotiateCounterRequest{NegotiationID: f.negotiation, From: protocol.SideCounterparty, Terms: counter, Signature: counterSig},
+			expectJSON(func(v protocol.Negotiation) bool {
+				return len(v.Offers) == 2 && v.Offers[1].From == protocol.SideCounterparty && v.Offers[1].Signer == f.cp && v.Offers[1].Signature == counterSig
+			})),
+		c("negotiate.accept", 200, protocol.NegotiateAcceptRequest{NegotiationID: f.negotiation},
+			expectJSON(func(v protocol.NegotiationAccepted) bool {
+				return v.Negotiation.Status == protocol.NegotiationStatusAccepted && v.Negotiation.TermsID == v.Terms.ID &&
+					v.Terms.Status == protocol.TermsStatusAccepted && v.Terms.Amount.Minor == 2_500 &&
+					v.Terms.CounterpartySignature == counterSig && v.Terms.OurSignature != ""
+			})),
+		c("negotiate.reject", 200, protocol.NegotiateRejectRequest{NegotiationID: f.rejected, By: protocol.SideUs, Reason: "too dear"},
+			expectJSON(func(v protocol.Negotiation) bool {
+				return v.Status == protocol.NegotiationRejected && v.RejectedBy == protocol.SideUs
+			})),
+		c("negotiate.get", 200, protocol.NegotiationRef{NegotiationID: f.negotiation},
+			expectJSON(func(v protocol.Negotiation) bool {
+				return v.Status == protocol.NegotiationStatusAccepted && v.TermsID != ""
+			})),
+
+		// Cites the terms terms.accept accepted: the gate checks it against them.
+		c("obligation.create", 200, protocol.ObligationCreateRequest{Spend: f.spendCiting(t, "obligation.create", protocolCard, "acct:seller.example", 2_000, f.terms.ID),
+			EvidenceFloor: protocol.ClassSign, Deadline: now.Add(time.Hour)},
+			expectJSON(func(v protocol.ObligationCreated) bool {
+				return v.Status == protocol.ObligationAwaiting && v.EvidenceFloor == protocol.ClassSign && v.Amount.Minor == 2_000
+			})),
+		c("obligation.get", 200, protocol.ObligationRef{ObligationID: f.oblSign},
+			expectJSON(func(v protocol.Obligation) bool {
+				return v.Status == protocol.ObligationAwaiting && v.EvidenceFloor == protocol.ClassSign && v.Counterparty == f.cp
+			})),
+		c("obligation.list", 200, protocol.ObligationListRequest{Status: protocol.ObligationAwaiting},
+			expectJSON(func(v protocol.ObligationList) bool { return len(v.Obligations) == 3 })),
+		c("obligation.cancel", 200, protocol.ObligationRef{ObligationID: f.oblCancel},
+			expectJSON(func(v protocol.Obligation) bool { return v.Status == protocol.ObligationCancelled })),
+
+		// The agent's own word is below the floor: 202, pending.
+		c("evidence.submit", 202, protocol.EvidenceSubmitRequest{Subject: f.oblSign, Class: protocol.ClassSelf, Statement: json.RawMessage(stmt)},
+			expectJSON(func(v protocol.EvidenceSubmitted) bool {
+				cl := v.Clearing
+				return v.Evidence.Class == protocol.ClassSelf && cl != nil && cl.Status == protocol.ClearingPending && cl.Problem != nil &&
+					cl.Problem.Code == protocol.CodeClearingPending && cl.Problem.Awaited == protocol.ClassSign &&
+					slices.Equal(cl.Problem.Achieved, []protocol.EvidenceClass{protocol.ClassSelf})
+			})),
+		c("clearing.status", 200, protocol.ObligationRef{ObligationID: f.oblSign},
+			expectJSON(func(v protocol.ClearingState) bool {
+				return v.Status == protocol.ClearingPending && !v.Admissible && v.Problem != nil && v.Problem.Awaited == protocol.ClassSign
+			})),
+		c("clearing.attempt", 202, protocol.ObligationRef{ObligationID: f.oblSign},
+			expectJSON(func(v protocol.Clearing) bool {
+				return v.Status == protocol.ClearingPending && v.Problem != nil && v.Problem.Code == protocol.CodeClearingPending
+			})),
+		// The counterparty's signature meets the floor: cleared, settled.
+		c("evidence.submit", 200, protocol.EvidenceSubmitRequest{Subject: f.oblSign, Class: protocol.ClassSign, Statement: json.RawMessage(stmt), Signature: signed},
+			expectJSON(func(v protocol.EvidenceSubmitted) bool {
+				return v.Evidence.Class == protocol.ClassSign && v.Evidence.Signer == f.cp && v.Clearing != nil &&
+					v.Clearing.Status == protocol.ClearingCleared && v.Clearing.Receipt != nil && v.Clearing.Receipt.Amount.Minor == 2_000
+			})),
+		c("clearing.attempt", 200, protocol.ObligationRef{ObligationID: f.oblSign},
+			expectJSON(func(v protocol.Clearing) bool {
+				return v.Status == protocol.ClearingCleared && v.Admissible && v.EvidenceID != "" && v.Receipt != nil
+			})),
+		// A witness's signature about a payment, checked against the
+		// configured key: stored, nothing to clear.
+		c("evidence.submit", 200, protocol.EvidenceSubmitRequest{Subject: f.intent, Class: protocol.ClassWit, Statement: json.RawMessage(witStmt),
+			Signer: protocolWitness, Signature: witnessed},
+			expectJSON(func(v protocol.EvidenceSubmitted) bool {
+				return v.Evidence.Class == protocol.ClassWit && v.Evidence.Signer == protocolWitness && v.Clearing == nil
+			})),
+		c("evidence.get", 200, protocol.EvidenceRef{EvidenceID: f.evidence},
+			expectJSON(func(v protocol.Evidence) bool { return v.ID == f.evidence && v.Class == protocol.ClassSelf })),
+		c("evidence.list", 200, protocol.EvidenceListRequest{Subject: f.oblSign},
+			expectJSON(func(v protocol.EvidenceList) bool {
+				return len(v.Evidence) == 2 && v.Evidence[0].Class == protocol.ClassSelf && v.Evidence[1].Class == protocol.ClassSign
+			})),
+
+		c("delivery.record", 200, protocol.DeliveryRecordRequest{Subject: f.oblSign, Description: "report v1"},
+			expectJSON(func(v protocol.DeliveryReport) bool {
+				return v.Status == protocol.DeliveryRecorded && v.Subject == f.oblSign
+			})),
+		c("delivery.accept", 200, protocol.DeliveryRef{DeliveryID: f.delivery},
+			expectJSON(func(v protocol.DeliveryReport) bool {
+				return v.Status == protocol.DeliveryAccepted && v.AcceptedAt != nil
+			})),
+		c("delivery.get", 200, protocol.DeliveryRef{DeliveryID: f.delivery},
+			expectJSON(func(v protocol.DeliveryReport) bool {
+				return v.ID == f.delivery && v.Status == protocol.DeliveryAccepted
+			})),
+		// Even once accepted, an operator may dispute it.
+		c("delivery.dispute", 200, protocol.DeliveryDisputeRequest{DeliveryID: f.delivery, Reason: "the report is empty", Override: protocol.Override{Rationale: rationale}},
+			expectJSON(func(v protocol.Dispute) bool {
+				return v.Status == protocol.DisputeOpen && v.OpenedBy == "operator" && v.DeliveryID == f.delivery && v.Respondent == f.cp
+			})),
+
+		c("dispute.open", 200, protocol.DisputeOpenRequest{Subject: f.oblSign, Reason: "half the report is missing", ClaimMinor: 500},
+			expectJSON(func(v protocol.Dispute) bool {
+				return v.Status == protocol.DisputeOpen && v.OpenedBy == "agent" && v.Claim.Minor == 500 && v.Respondent == f.cp
+			})),
+		c("dispute.respond", 200, protocol.DisputeRespondRequest{DisputeID: f.dispute, Text: "the report was complete"},
+			expectJSON(func(v protocol.Dispute) bool {
+				return v.Status == protocol.DisputeResponded && v.Response != nil && v.Response.Text == "the report was complete"
+			})),
+		c("dispute.get", 200, protocol.DisputeRef{DisputeID: f.dispute},
+			expectJSON(func(v protocol.Dispute) bool { return v.ID == f.dispute && v.Status == protocol.DisputeResponded })),
+		c("dispute.list", 200, protocol.DisputeListRequest{Agent: protocolAgent},
+			expectJSON(func(v protocol.DisputeList) bool { return len(v.Disputes) == 4 })),
+		c("dispute.resolve", 200, protocol.DisputeResolveRequest{DisputeID: f.dispute, Outcome: protocol.ForClaimant, RefundMinor: ptr(int64(1_000)),
+			Override: protocol.Override{Rationale: rationale}},
+			expectJSON(func(v protocol.Dispute) bool {
+				r := v.Resolution
+				return v.Status == protocol.DisputeResolved && r != nil && r.Outcome == protocol.ForClaimant && r.RefundMinor == 1_000 &&
+					r.RefundStatus == protocol.RefundDone && slices.Equal(r.Claims, []string{f.claim}) && r.Operator == "op-test"
+			})),
+
+		c("insurance.quote", 200, protocol.InsuranceQuoteRequest{Subject: f.oblSign, LimitMinor: 2_000},
+			expectJSON(func(v protocol.InsuranceQuote) bool {
+				return v.Premium == pay.Amount{Minor: 100, Currency: "USD"} && v.Payee == protocol.DefaultInsurancePayee
+			})),
+		c("insurance.bind", 200, protocol.InsuranceBindRequest{Subject: f.oblSign, LimitMinor: 2_000,
+			Spend: f.spend(t, "insurance.bind", protocolCard, protocol.DefaultInsurancePayee, 100)},
+			expectJSON(func(v protocol.PolicyBound) bool {
+				return v.Status == "active" && v.Subject == f.oblSign && v.Limit.Minor == 2_000 && v.Premium.Minor == 100
+			})),
+		c("insurance.get", 200, protocol.PolicyRef{PolicyID: f.policy},
+			expectJSON(func(v protocol.InsurancePolicy) bool {
+				return v.Status == "active" && v.ClaimedMinor == 250 && v.PaidMinor == 250
+			})),
+
+		c("claim.file", 200, protocol.ClaimFileRequest{PolicyID: f.claimPolicy, DisputeID: f.claimDispute, AmountMinor: 300},
+			expectJSON(func(v protocol.Claim) bool { return v.Status == protocol.ClaimFiled && v.Amount.Minor == 300 })),
+		c("claim.get", 200, protocol.ClaimRef{ClaimID: f.claim},
+			expectJSON(func(v protocol.Claim) bool { return v.Status == protocol.ClaimPaid && v.PaidMinor == 250 })),
+		c("claim.list", 200, protocol.ClaimListRequest{},
+			expectJSON(func(v protocol.ClaimList) bool {
+				return len(v.Claims) == 2 && v.Claims[0].ID == f.claim && v.Claims[1].Status == protocol.ClaimFiled
+			})),
 	}
 }
+
+// ptr returns a pointer to v.
+func ptr[T any](v T) *T { return &v }
 
 // protocolServer serves the fixture's surface, and its money path on
 // /pay, as allowAll's principal and allowOperator's operator.

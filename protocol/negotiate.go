@@ -94,24 +94,15 @@ func RejectionSigningBytes(negotiationID string, seq int, agent, counterparty st
 	return statementBytes("countersign.reject.v1", negotiationID, seq, agent, counterparty, b)
 }
 
-// NegotiateOfferRequest is the body of negotiate.offer.
-type NegotiateOfferRequest struct {
-	Agent        string    `json:"agent,omitempty" validate:"omitempty,len=64,hexadecimal,lowercase" doc:"The paying identity; may be omitted when the credential acts for exactly one."`
-	Counterparty string    `json:"counterparty" validate:"required,max=128"`
-	Terms        TermsBody `json:"terms"`
-}
+// NegotiateOfferRequest is the body of negotiate.offer: the parties and
+// the first offer, as terms.propose takes them.
+type NegotiateOfferRequest = TermsProposeRequest
 
 // NegotiateOffer opens a negotiation with our first offer, signed with the
 // deployment's identity key (protocol.negotiate.offer).
 func (s *Service) NegotiateOffer(ctx context.Context, call Call, req *NegotiateOfferRequest) (*Negotiation, error) {
-	agent, err := s.agentOf(call, req.Agent)
+	agent, err := s.parties(ctx, call, req)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := counterpartyKey(req.Counterparty); err != nil {
-		return nil, err
-	}
-	if err := s.counterpartyLive(ctx, req.Counterparty); err != nil {
 		return nil, err
 	}
 	if s.identity == nil {

@@ -197,14 +197,8 @@ type TermsProposeRequest struct {
 // TermsPropose stores proposed terms and returns the bytes the
 // counterparty signs to accept them (protocol.terms.propose).
 func (s *Service) TermsPropose(ctx context.Context, call Call, req *TermsProposeRequest) (*TwoPartyTerms, error) {
-	agent, err := s.agentOf(call, req.Agent)
+	agent, err := s.parties(ctx, call, req)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := counterpartyKey(req.Counterparty); err != nil {
-		return nil, err
-	}
-	if err := s.counterpartyLive(ctx, req.Counterparty); err != nil {
 		return nil, err
 	}
 	var t TwoPartyTerms
@@ -227,6 +221,19 @@ func (s *Service) TermsPropose(ctx context.Context, call Call, req *TermsPropose
 		return nil, err
 	}
 	return &t, nil
+}
+
+// parties checks the two parties of terms or an offer: the paying
+// identity the caller acts for (returned) and a live counterparty.
+func (s *Service) parties(ctx context.Context, call Call, req *TermsProposeRequest) (string, error) {
+	agent, err := s.agentOf(call, req.Agent)
+	if err != nil {
+		return "", err
+	}
+	if _, err := counterpartyKey(req.Counterparty); err != nil {
+		return "", err
+	}
+	return agent, s.counterpartyLive(ctx, req.Counterparty)
 }
 
 func (s *Service) putTerms(txn store.Txn, call Call, typ string, t *TwoPartyTerms) error {
