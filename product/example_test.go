@@ -21,11 +21,11 @@ func ExampleDefinition() {
 	// audit     5 operations  3 problem types 0 event kinds
 	// pay       9 operations 16 problem types 0 event kinds
 	// auth      4 operations  4 problem types 0 event kinds
-	// webhook   7 operations  8 problem types 9 event kinds
+	// webhook   7 operations  8 problem types 12 event kinds
 	// identity 10 operations 10 problem types 0 event kinds
 	// commerce  4 operations  8 problem types 0 event kinds
 	// memory    6 operations  8 problem types 0 event kinds
-	// protocol 32 operations 24 problem types 0 event kinds
+	// protocol 64 operations 65 problem types 0 event kinds
 	// product   4 operations  0 problem types 0 event kinds
 }
 
@@ -116,6 +116,38 @@ func ExampleModel() {
 	// POST /protocol/revocation/revoke_identity revocation.revoke_identity operator
 	// POST /protocol/proof/get proof.get agent
 	// POST /protocol/proof/verify proof.verify agent
+	// POST /protocol/terms/propose terms.propose agent
+	// POST /protocol/terms/accept terms.accept agent
+	// POST /protocol/terms/get terms.get agent
+	// POST /protocol/negotiate/offer negotiate.offer agent
+	// POST /protocol/negotiate/counter negotiate.counter agent
+	// POST /protocol/negotiate/accept negotiate.accept agent
+	// POST /protocol/negotiate/reject negotiate.reject agent
+	// POST /protocol/negotiate/get negotiate.get agent
+	// POST /protocol/obligation/create obligation.create agent
+	// POST /protocol/obligation/get obligation.get agent
+	// POST /protocol/obligation/list obligation.list agent
+	// POST /protocol/obligation/cancel obligation.cancel agent
+	// POST /protocol/evidence/submit evidence.submit agent
+	// POST /protocol/evidence/get evidence.get agent
+	// POST /protocol/evidence/list evidence.list agent
+	// POST /protocol/clearing/status clearing.status agent
+	// POST /protocol/clearing/attempt clearing.attempt agent
+	// POST /protocol/delivery/record delivery.record agent
+	// POST /protocol/delivery/accept delivery.accept agent
+	// POST /protocol/delivery/get delivery.get agent
+	// POST /protocol/delivery/dispute delivery.dispute operator
+	// POST /protocol/dispute/open dispute.open agent
+	// POST /protocol/dispute/respond dispute.respond agent
+	// POST /protocol/dispute/get dispute.get agent
+	// POST /protocol/dispute/list dispute.list agent
+	// POST /protocol/dispute/resolve dispute.resolve operator
+	// POST /protocol/insurance/quote insurance.quote agent
+	// POST /protocol/insurance/bind insurance.bind agent
+	// POST /protocol/insurance/get insurance.get agent
+	// POST /protocol/claim/file claim.file agent
+	// POST /protocol/claim/get claim.get agent
+	// POST /protocol/claim/list claim.list agent
 	// GET /openapi.json openapi.get none
 	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none

@@ -30,7 +30,8 @@ func TestModelIsValid(t *testing.T) {
 		kinds = append(kinds, ev.Name)
 	}
 	want := []string{"gate.decision", "intent.denied", "approval.pending", "payment.settled", "audit.appended",
-		"memory.recorded", "memory.consolidated", "memory.erased", "memory.tainted"}
+		"memory.recorded", "memory.consolidated", "memory.erased", "memory.tainted",
+		"protocol.dispute.open", "protocol.dispute.resolve", "protocol.obligation.expire"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("event kinds = %v, want %v", kinds, want)
 	}

@@ -33,5 +33,5 @@ func ExampleContract() {
 	// webhook.delivery_not_found 404 fix-request
 	// webhook.endpoint_inactive 409 fix-request
 	// webhook.bad_limit 400 fix-request
-	// 9 event kinds
+	// 12 event kinds
 }

@@ -14,10 +14,15 @@ import (
 // Event kinds (DESIGN §7). Every kind is derived from record entries by
 // [Derive]; none is emitted on its own.
 const (
-	EventGateDecision       = "gate.decision"
-	EventIntentDenied       = "intent.denied"
-	EventApprovalPending    = "approval.pending"
-	EventPaymentSettled     = "payment.settled"
+	EventGateDecision    = "gate.decision"
+	EventIntentDenied    = "intent.denied"
+	EventApprovalPending = "approval.pending"
+	EventPaymentSettled  = "payment.settled"
+	// Protocol surface events a person acts on (every protocol entry also
+	// yields audit.appended).
+	EventDisputeOpened      = "protocol.dispute.open"
+	EventDisputeResolved    = "protocol.dispute.resolve"
+	EventObligationExpired  = "protocol.obligation.expire"
 	EventAuditAppended      = "audit.appended"
 	EventMemoryRecorded     = "memory.recorded"
 	EventMemoryConsolidated = "memory.consolidated"
@@ -63,6 +68,9 @@ func Kinds() []contract.EventKind {
 		k(EventMemoryConsolidated, "Memory records were consolidated (deployments running a memory store)."),
 		k(EventMemoryErased, "Memory was erased by an operator, with a signed erasure proof."),
 		k(EventMemoryTainted, "A memory record was marked tainted."),
+		k(EventDisputeOpened, "A dispute was opened on a payment or an obligation: it waits for an operator's resolution (protocol dispute.resolve)."),
+		k(EventDisputeResolved, "An operator resolved a dispute; its refund, slash and claims were executed."),
+		k(EventObligationExpired, "An obligation reached its deadline without admissible evidence: refused, its reservation released."),
 	}
 }
 
@@ -71,7 +79,7 @@ func knownKind(name string) bool {
 	switch name {
 	case EventGateDecision, EventIntentDenied, EventApprovalPending, EventPaymentSettled,
 		EventAuditAppended, EventMemoryRecorded, EventMemoryConsolidated, EventMemoryErased,
-		EventMemoryTainted:
+		EventMemoryTainted, EventDisputeOpened, EventDisputeResolved, EventObligationExpired:
 		return true
 	}
 	return false
@@ -136,7 +144,8 @@ func deriveKinds(e audit.Entry) []string {
 		case "confirm":
 			kinds = append(kinds, EventApprovalPending)
 		}
-	case EventPaymentSettled, EventMemoryRecorded, EventMemoryConsolidated, EventMemoryErased, EventMemoryTainted:
+	case EventPaymentSettled, EventMemoryRecorded, EventMemoryConsolidated, EventMemoryErased, EventMemoryTainted,
+		EventDisputeOpened, EventDisputeResolved, EventObligationExpired:
 		kinds = append(kinds, e.Type)
 	}
 	return append(kinds, EventAuditAppended)

@@ -108,7 +108,7 @@ func TestEventJSONMembers(t *testing.T) {
 
 func TestKinds(t *testing.T) {
 	ks := Kinds()
-	if len(ks) != 9 {
+	if len(ks) != 12 {
 		t.Fatalf("%d kinds", len(ks))
 	}
 	for _, k := range ks {

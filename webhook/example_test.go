@@ -139,6 +139,9 @@ func ExampleKinds() {
 	// memory.consolidated  webhook.Event
 	// memory.erased        webhook.Event
 	// memory.tainted       webhook.Event
+	// protocol.dispute.open webhook.Event
+	// protocol.dispute.resolve webhook.Event
+	// protocol.obligation.expire webhook.Event
 }
 
 func ExampleEventID() {
