@@ -219,6 +219,18 @@ func (s *Service) obligationChanged(txn store.Txn, in *pay.Intent, step pay.Step
 			return err
 		}
 	}
+	if step == pay.StepAuthorized || (step == pay.StepApproved && in.Status == pay.StatusAuthorized) {
+		// Evidence that arrived while the obligation waited for approval
+		// or the rail: the scheduler clears it now.
+		id, _ := prefixID(in.ID, "int_", "obl_")
+		if ev, err := admissible(txn, id, EvidenceClass(in.Metadata[metaFloor])); err != nil {
+			return err
+		} else if ev != "" {
+			if err := txn.Set(clearReadyKey(id), []byte(in.AgentKeyID)); err != nil {
+				return err
+			}
+		}
+	}
 	name := stepNames[step]
 	switch step {
 	case pay.StepDecided:
@@ -230,6 +242,40 @@ func (s *Service) obligationChanged(txn store.Txn, in *pay.Intent, step pay.Step
 	}
 	_, err := s.recordIntent(txn, "protocol.obligation."+name, in, step, requestID, obligationOf(in, nil))
 	return err
+}
+
+func clearReadyKey(oblID string) []byte { return []byte("protocol/clear-ready/" + oblID) }
+
+// clearReady is the scheduler's part: obligations that became reserved
+// with admissible evidence already in are cleared.
+func (s *Service) clearReady(ctx context.Context) (int, error) {
+	type due struct{ obl, key string }
+	var list []due
+	prefix := []byte("protocol/clear-ready/")
+	err := s.st.View(ctx, func(r store.Reader) error {
+		it := r.Iterate(prefix, store.PrefixEnd(prefix), false)
+		for it.Next() && len(list) < 1000 {
+			list = append(list, due{string(it.Key()[len(prefix):]), string(it.Value())})
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range list {
+		call := systemCall("")
+		call.Agent = &pay.Caller{KeyID: d.key}
+		if _, err := s.clear(ctx, call, d.obl, true); err != nil {
+			s.logger.WarnContext(ctx, "clearing deferred", "obligation", d.obl, "error", err)
+			continue
+		}
+		if err := s.st.Update(ctx, func(txn store.Txn) error { return txn.Delete(clearReadyKey(d.obl)) }); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // ObligationRef names an obligation.

@@ -26,7 +26,10 @@ type SweepReport struct {
 	// DisputeRefunds counts resolved disputes whose pending refund was
 	// tried again; ClaimsPaid payable claims the pool could now pay.
 	DisputeRefunds int `json:"disputeRefunds"`
-	ClaimsPaid     int `json:"claimsPaid"`
+	// ObligationsCleared counts obligations cleared on evidence that
+	// arrived while they waited for approval or the rail.
+	ObligationsCleared int `json:"obligationsCleared"`
+	ClaimsPaid         int `json:"claimsPaid"`
 }
 
 // Sweep runs every due transition once, at the service's clock.
@@ -42,6 +45,9 @@ func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 		return rep, err
 	}
 	if rep.StakesUnlocked, err = s.unlockStakes(ctx); err != nil {
+		return rep, err
+	}
+	if rep.ObligationsCleared, err = s.clearReady(ctx); err != nil {
 		return rep, err
 	}
 	if rep.DisputeRefunds, err = s.retryDisputeRefunds(ctx); err != nil {

@@ -156,3 +156,42 @@ func TestStoryInProcess(t *testing.T) {
 	}
 	t.Log(h.typesSince(0))
 }
+
+// TestClearingAfterApproval: evidence that arrives while an obligation
+// waits for a person is kept, and the first sweep after the approval
+// clears the obligation once, on either rail.
+func TestClearingAfterApproval(t *testing.T) {
+	for _, rail := range []string{railCard, railWire} {
+		t.Run(rail, func(t *testing.T) {
+			h := newHarness(t, harnessConfig{})
+			ctx := t.Context()
+			obl, err := h.svc.ObligationCreate(ctx, h.call(), &ObligationCreateRequest{Spend: h.spend("obligation.create", rail, 20_000, nil),
+				EvidenceFloor: ClassSign, Counterparty: h.ev.cp, Deadline: h.clock.Now().Add(time.Hour)})
+			if err != nil || obl.Status != ObligationPendingApproval {
+				t.Fatalf("create = %+v, %v", obl, err)
+			}
+			stmt := `{"subject":"` + obl.ObligationID + `","delivered":"all of it"}`
+			sub, err := h.svc.EvidenceSubmit(ctx, h.call(), &EvidenceSubmitRequest{Subject: obl.ObligationID, Class: ClassSign,
+				Statement: json.RawMessage(stmt), Signature: h.ev.sign(t, h.ev.cpKey, obl.ObligationID, stmt)})
+			if err != nil || sub.Clearing.Status != ObligationPendingApproval {
+				t.Fatalf("evidence while pending = %+v, %v", sub, err)
+			}
+			if _, err := h.pay.Approve(ctx, pay.ApproveRequest{IntentID: obl.IntentID, Challenge: obl.Approval.Challenge,
+				MandateID: obl.Approval.MandateID, Rationale: "checked the report", Acknowledged: true},
+				pay.OperatorCall{Operator: "op-test", RequestID: "req_op", Rationale: "checked the report"}); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := h.svc.Sweep(ctx)
+			if err != nil || rep.ObligationsCleared != 1 {
+				t.Fatalf("sweep = %+v, %v", rep, err)
+			}
+			st, err := h.svc.ClearingStatus(ctx, h.call(), &ObligationRef{ObligationID: obl.ObligationID})
+			if err != nil || st.Status != ClearingCleared || st.EvidenceID != sub.Evidence.ID {
+				t.Fatalf("after the sweep = %+v, %v", st, err)
+			}
+			if rep, err := h.svc.Sweep(ctx); err != nil || rep.ObligationsCleared != 0 {
+				t.Fatalf("second sweep = %+v, %v", rep, err)
+			}
+		})
+	}
+}
