@@ -929,6 +929,8 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		// dispute.already_resolved; the second negotiate.counter 409
 		// negotiate.out_of_turn, the second insurance.bind 403 (a policy
 		// covers the subject).
+		// terms.propose and negotiate.offer (protocol.NegotiateOfferRequest
+		// is this type).
 		reflect.TypeFor[protocol.TermsProposeRequest](): func(testing.TB) any {
 			return protocol.TermsProposeRequest{Counterparty: fx.cpHex, Terms: fx.termsBody()}
 		},
@@ -936,9 +938,6 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 			return protocol.TermsAcceptRequest{TermsID: fx.terms, Signature: fx.termsSig}
 		},
 		reflect.TypeFor[protocol.TermsRef](): func(testing.TB) any { return protocol.TermsRef{TermsID: fx.terms} },
-		reflect.TypeFor[protocol.NegotiateOfferRequest](): func(testing.TB) any {
-			return protocol.NegotiateOfferRequest{Counterparty: fx.cpHex, Terms: fx.termsBody()}
-		},
 		reflect.TypeFor[protocol.NegotiateCounterRequest](): func(t testing.TB) any {
 			// The counterparty's counter-offer: the second offer, signed
 			// with its key.
