@@ -923,12 +923,11 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		// Part 2. The matrix's agent key acts for fx.agentHex alone, and
 		// the counterparty is no identity of it: dispute.respond answers
 		// 403 dispute.not_respondent past the credential check (the story,
-		// protocol_story_test.go, responds as the respondent). Operator
-		// controls run once per key: the second delivery.dispute answers
-		// 409 dispute.exists, the second dispute.resolve 409
-		// dispute.already_resolved; the second negotiate.counter 409
-		// negotiate.out_of_turn, the second insurance.bind 403 (a policy
-		// covers the subject).
+		// protocol_story_test.go, responds as the respondent). An
+		// operator request is accepted once per trusted key and again to
+		// prime each replay: after the first, delivery.dispute answers 409
+		// dispute.exists and dispute.resolve 409 dispute.already_resolved.
+		//
 		// terms.propose and negotiate.offer (protocol.NegotiateOfferRequest
 		// is this type).
 		reflect.TypeFor[protocol.TermsProposeRequest](): func(testing.TB) any {
