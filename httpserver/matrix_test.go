@@ -663,7 +663,7 @@ func (fx *matrixFixture) seedProtocol2(t *testing.T, call protocol.Call) {
 	fx.delivery = dlv.ID
 	insured := func() (policy, dispute string) {
 		subject := cleared()
-		pol, err := svc.InsuranceBind(ctx, call, &protocol.InsuranceBindRequest{Subject: subject, LimitMinor: 1_000,
+		pol, err := svc.InsuranceBind(ctx, call, &protocol.InsuranceBindRequest{Subject: subject, LimitMinor: 300,
 			Spend: *fx.spend(t, "insurance.bind", protocol.DefaultInsurancePayee, 100)})
 		if err != nil || pol.Status != "active" {
 			t.Fatalf("seeding a policy: %+v, %v", pol, err)

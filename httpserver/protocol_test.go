@@ -321,10 +321,10 @@ func (f *protocolFixture) seedPart2(t testing.TB, call protocol.Call) {
 		}
 		return pol.ID, dsp.ID
 	}
-	// Premiums of 300 and 100 fund the pool the claim of 250 is paid from.
-	f.policy, f.dispute = insured(10_000, 300)
+	// Premiums of 100 and 100 fund the pool the claim of 150 is paid from.
+	f.policy, f.dispute = insured(2_000, 100)
 	f.claimPolicy, f.claimDispute = insured(1_000, 100)
-	clm, err := f.svc.ClaimFile(ctx, call, &protocol.ClaimFileRequest{PolicyID: f.policy, DisputeID: f.dispute, AmountMinor: 250})
+	clm, err := f.svc.ClaimFile(ctx, call, &protocol.ClaimFileRequest{PolicyID: f.policy, DisputeID: f.dispute, AmountMinor: 150})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,8 +528,8 @@ func protocolRouteCases2(t testing.TB, f *protocolFixture, c func(string, int, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	witStmt := `{"subject":"` + f.intent + `","witnessed":"deposit"}`
-	witnessed, err := protocol.SignEvidence([]byte(witStmt), f.intent, f.witnessKey)
+	witStmt := `{"subject":"` + f.oblSign + `","witnessed":"the report"}`
+	witnessed, err := protocol.SignEvidence([]byte(witStmt), f.oblSign, f.witnessKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,18 +613,28 @@ func protocolRouteCases2(t testing.TB, f *protocolFixture, c func(string, int, a
 			})),
 		// A witness's signature about a payment, checked against the
 		// configured key: stored, nothing to clear.
-		c("evidence.submit", 200, protocol.EvidenceSubmitRequest{Subject: f.intent, Class: protocol.ClassWit, Statement: json.RawMessage(witStmt),
+		c("evidence.submit", 200, protocol.EvidenceSubmitRequest{Subject: f.oblSign, Class: protocol.ClassWit, Statement: json.RawMessage(witStmt),
 			Signer: protocolWitness, Signature: witnessed},
 			expectJSON(func(v protocol.EvidenceSubmitted) bool {
-				return v.Evidence.Class == protocol.ClassWit && v.Evidence.Signer == protocolWitness && v.Clearing == nil
+				return v.Evidence.Class == protocol.ClassWit && v.Evidence.Signer == protocolWitness && v.Clearing != nil &&
+					v.Clearing.Status == protocol.ClearingCleared
 			})),
 		c("evidence.get", 200, protocol.EvidenceRef{EvidenceID: f.evidence},
 			expectJSON(func(v protocol.Evidence) bool { return v.ID == f.evidence && v.Class == protocol.ClassSelf })),
 		c("evidence.list", 200, protocol.EvidenceListRequest{Subject: f.oblSign},
 			expectJSON(func(v protocol.EvidenceList) bool {
-				return len(v.Evidence) == 2 && v.Evidence[0].Class == protocol.ClassSelf && v.Evidence[1].Class == protocol.ClassSign
+				return len(v.Evidence) == 3 && v.Evidence[0].Class == protocol.ClassSelf && v.Evidence[1].Class == protocol.ClassSign && v.Evidence[2].Class == protocol.ClassWit
 			})),
 
+		c("insurance.quote", 200, protocol.InsuranceQuoteRequest{Subject: f.oblSign, LimitMinor: 2_000},
+			expectJSON(func(v protocol.InsuranceQuote) bool {
+				return v.Premium == pay.Amount{Minor: 100, Currency: "USD"} && v.Payee == protocol.DefaultInsurancePayee
+			})),
+		c("insurance.bind", 200, protocol.InsuranceBindRequest{Subject: f.oblSign, LimitMinor: 2_000,
+			Spend: f.spend(t, "insurance.bind", protocolCard, protocol.DefaultInsurancePayee, 100)},
+			expectJSON(func(v protocol.PolicyBound) bool {
+				return v.Status == "active" && v.Subject == f.oblSign && v.Limit.Minor == 2_000 && v.Premium.Minor == 100
+			})),
 		c("delivery.record", 200, protocol.DeliveryRecordRequest{Subject: f.oblSign, Description: "report v1"},
 			expectJSON(func(v protocol.DeliveryReport) bool {
 				return v.Status == protocol.DeliveryRecorded && v.Subject == f.oblSign
@@ -663,24 +673,15 @@ func protocolRouteCases2(t testing.TB, f *protocolFixture, c func(string, int, a
 					r.RefundStatus == protocol.RefundDone && slices.Equal(r.Claims, []string{f.claim}) && r.Operator == "op-test"
 			})),
 
-		c("insurance.quote", 200, protocol.InsuranceQuoteRequest{Subject: f.oblSign, LimitMinor: 2_000},
-			expectJSON(func(v protocol.InsuranceQuote) bool {
-				return v.Premium == pay.Amount{Minor: 100, Currency: "USD"} && v.Payee == protocol.DefaultInsurancePayee
-			})),
-		c("insurance.bind", 200, protocol.InsuranceBindRequest{Subject: f.oblSign, LimitMinor: 2_000,
-			Spend: f.spend(t, "insurance.bind", protocolCard, protocol.DefaultInsurancePayee, 100)},
-			expectJSON(func(v protocol.PolicyBound) bool {
-				return v.Status == "active" && v.Subject == f.oblSign && v.Limit.Minor == 2_000 && v.Premium.Minor == 100
-			})),
 		c("insurance.get", 200, protocol.PolicyRef{PolicyID: f.policy},
 			expectJSON(func(v protocol.InsurancePolicy) bool {
-				return v.Status == "active" && v.ClaimedMinor == 250 && v.PaidMinor == 250
+				return v.Status == "active" && v.ClaimedMinor == 150 && v.PaidMinor == 150
 			})),
 
 		c("claim.file", 200, protocol.ClaimFileRequest{PolicyID: f.claimPolicy, DisputeID: f.claimDispute, AmountMinor: 300},
 			expectJSON(func(v protocol.Claim) bool { return v.Status == protocol.ClaimFiled && v.Amount.Minor == 300 })),
 		c("claim.get", 200, protocol.ClaimRef{ClaimID: f.claim},
-			expectJSON(func(v protocol.Claim) bool { return v.Status == protocol.ClaimPaid && v.PaidMinor == 250 })),
+			expectJSON(func(v protocol.Claim) bool { return v.Status == protocol.ClaimPaid && v.PaidMinor == 150 })),
 		c("claim.list", 200, protocol.ClaimListRequest{},
 			expectJSON(func(v protocol.ClaimList) bool {
 				return len(v.Claims) == 2 && v.Claims[0].ID == f.claim && v.Claims[1].Status == protocol.ClaimFiled

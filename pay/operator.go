@@ -32,6 +32,9 @@ var (
 	// ErrRefundRefused: the intent cannot be refunded (not settled, an
 	// irreversible rail, or a refund still in progress).
 	ErrRefundRefused = errcode.New(CodeRefundRefused, "pay: this payment cannot be refunded")
+	// ErrRefundInProgress matches ErrRefundRefused: another refund of the
+	// intent is unresolved, so this one cannot start yet (it may later).
+	ErrRefundInProgress = fmt.Errorf("%w: another refund of it is still in progress", ErrRefundRefused)
 	// ErrRefundExceeds: the amount would take refunds past the settled
 	// amount.
 	ErrRefundExceeds = errcode.New(CodeRefundExceeds, "pay: refund amount exceeds what remains of the payment")
@@ -85,7 +88,9 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 		if subtle.ConstantTimeCompare(sum[:], want) != 1 || subtle.ConstantTimeCompare([]byte(req.MandateID), []byte(in.MandateID)) != 1 {
 			return ErrApprovalMismatch
 		}
-		if !now.Before(in.Approval.ExpiresAt) {
+		if !now.Before(in.Approval.ExpiresAt) || (in.Hold != nil && !in.Hold.Until.IsZero() && !now.Before(in.Hold.Until)) {
+			// The approval window passed, or the hold's absolute end (an
+			// obligation's deadline) did: nothing may be authorized now.
 			deferred = ErrApprovalExpired
 			return s.expire(txn, in, call.RequestID)
 		}
@@ -114,6 +119,17 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 		}
 		if !in.MandateExpiresAt.IsZero() && !now.Before(in.MandateExpiresAt) {
 			return &UnauthorizedError{Reason: ReasonMandateExpired}
+		}
+		if in.TermsID != "" {
+			// The terms must still admit the payment when a person
+			// decides it: expired terms no longer do.
+			reason, err := s.checkTerms(txn, in)
+			if err != nil {
+				return err
+			}
+			if reason != nil {
+				return &UnauthorizedError{Reason: AuthReason(reason.Code), Err: errors.New(reason.Message)}
+			}
 		}
 		held := func() *Result {
 			return &Result{Outcome: OutcomeHeld, IntentID: in.ID, RequestID: call.RequestID, Held: &Held{
@@ -398,7 +414,7 @@ func (s *Service) RefundWithin(ctx context.Context, req RefundRequest, call Oper
 			return fmt.Errorf("%w: the payment is %s, not settled", ErrRefundRefused, in.Status)
 		}
 		if in.PendingRefund != nil {
-			return fmt.Errorf("%w: refund %s is still in progress", ErrRefundRefused, in.PendingRefund.ID)
+			return fmt.Errorf("%w (%s)", ErrRefundInProgress, in.PendingRefund.ID)
 		}
 		if rail, err := s.rails.Get(in.Terms.Rail); err == nil && rail.Facts().Reversibility == settle.Irreversible {
 			return fmt.Errorf("%w: rail %s is irreversible", ErrRefundRefused, in.Terms.Rail)

@@ -116,7 +116,9 @@ func (s *Service) clearingOf(r store.Reader, oblID string, in *pay.Intent) (*Cle
 	case ObligationSettled:
 		c.Status = ClearingCleared
 	case ObligationAwaiting:
-		if !c.Admissible {
+		if errors.Is(obligationOpen(in, s.clock()), errDeadlinePassed) {
+			c.Status = ObligationExpired // not swept yet, but it can never clear
+		} else if !c.Admissible {
 			c.Status = ClearingPending
 			c.Problem = s.pendingProblem(c.EvidenceFloor, c.Achieved)
 		}
@@ -153,6 +155,8 @@ func (s *Service) clear(ctx context.Context, call Call, oblID string, auto bool)
 	switch {
 	case c.Status == ClearingCleared:
 		return c, nil
+	case c.Status == ObligationExpired:
+		return s.clearRefused(c, errDeadlinePassed, auto)
 	case c.Status == ClearingPending:
 		return c, nil
 	case c.Status == ObligationClearing && c.Admissible:
@@ -214,6 +218,10 @@ func (s *Service) clear(ctx context.Context, call Call, oblID string, auto bool)
 func (s *Service) clearRefused(c *Clearing, err error, auto bool) (*Clearing, error) {
 	if !auto {
 		return nil, err
+	}
+	if errors.Is(err, errDeadlinePassed) {
+		c.Status, c.Problem = ObligationExpired, nil
+		return c, nil
 	}
 	if code, ok := errCode(err); ok && c.Status == ObligationAwaiting {
 		// Admissible but refused now (the kill switch, a revocation):

@@ -511,12 +511,18 @@ type DisputeRespondRequest struct {
 // (protocol.dispute.respond). Only a credential acting for the respondent
 // identity may respond, once.
 func (s *Service) DisputeRespond(ctx context.Context, call Call, req *DisputeRespondRequest) (*Dispute, error) {
-	return s.updateDispute(ctx, call, req.DisputeID, "protocol.dispute.respond", func(_ store.Txn, d *Dispute) error {
+	return s.updateDispute(ctx, call, req.DisputeID, "protocol.dispute.respond", func(txn store.Txn, d *Dispute) error {
 		if d.Respondent == "" || !actsFor(call, d.Respondent) {
 			return errDisputeNotParty
 		}
 		if d.Status != DisputeOpen {
 			return fmt.Errorf("%w: responded already", errDisputeInvalid)
+		}
+		for _, id := range req.EvidenceIDs {
+			var ev Evidence
+			if err := getJSON(txn, evidenceKey(id), &ev); err != nil || ev.Subject != d.Subject {
+				return fmt.Errorf("%w: evidence %s is not about %s", errDisputeInvalid, id, d.Subject)
+			}
 		}
 		ev := req.EvidenceIDs
 		if ev == nil {
@@ -562,6 +568,9 @@ type DisputeResolveRequest struct {
 // DisputeResolve resolves a dispute and executes the outcome
 // (protocol.dispute.resolve, then the refund's own entries).
 func (s *Service) DisputeResolve(ctx context.Context, call Call, req *DisputeResolveRequest) (*Dispute, error) {
+	if call.Operator == nil {
+		return nil, errOperatorOnly
+	}
 	d, err := s.updateDispute(ctx, call, req.DisputeID, "protocol.dispute.resolve", func(txn store.Txn, d *Dispute) error {
 		refund := int64(0)
 		if req.Outcome == ForClaimant {
@@ -574,6 +583,15 @@ func (s *Service) DisputeResolve(ctx context.Context, call Call, req *DisputeRes
 		}
 		if req.SlashMinor > 0 && d.StakeID == "" {
 			return fmt.Errorf("%w: no stake is named by the subject's terms", errDisputeInvalid)
+		}
+		if refund > 0 {
+			in, err := pay.GetIntent(txn, d.IntentID)
+			if err != nil {
+				return err
+			}
+			if left := in.SettledMinor() - in.RefundedMinor; refund > left {
+				return fmt.Errorf("%w: refundMinor %d is more than the %d still refundable", errDisputeInvalid, refund, left)
+			}
 		}
 		now := s.clock()
 		res := &DisputeResolution{Outcome: req.Outcome, RefundMinor: refund, RefundStatus: RefundNone, Claims: []string{},
@@ -681,6 +699,8 @@ func (s *Service) executeRefund(ctx context.Context, id string) error {
 	switch {
 	case err == nil, errors.Is(err, errRefundTaken):
 		return nil
+	case errors.Is(err, pay.ErrRefundInProgress):
+		return err // another refund first; the scheduler tries again
 	case errors.Is(err, pay.ErrRefundRefused), errors.Is(err, pay.ErrRefundExceeds), errors.Is(err, errInsufficient):
 		return s.log.Update(ctx, func(txn store.Txn) error {
 			var cur Dispute
@@ -714,8 +734,13 @@ func (s *Service) retryDisputeRefunds(ctx context.Context) (int, error) {
 		}
 		return it.Close()
 	})
-	if err != nil {
+	if err != nil || len(due) == 0 {
 		return 0, err
+	}
+	if ctl, err := s.pay.Control(ctx); err != nil {
+		return 0, err
+	} else if ctl.KillSwitchEngaged {
+		return 0, nil // every refund would be refused (and recorded so): wait for the release
 	}
 	n := 0
 	for _, id := range due {

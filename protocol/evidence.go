@@ -278,9 +278,18 @@ func (s *Service) EvidenceSubmit(ctx context.Context, call Call, req *EvidenceSu
 	sum := sha256.Sum256(canon)
 	digest := hex.EncodeToString(sum[:])
 	var out *EvidenceSubmitted
-	id := ids.New("evd_")
 	err = s.log.Update(ctx, func(txn store.Txn) error {
 		out = nil
+		// Minted inside the transaction, so ids (and the by-subject index
+		// evidence.list pages) follow commit order.
+		id := ids.New("evd_")
+		if subj.obligation {
+			if cancelling, err := hasAny(txn, cancellingKey(req.Subject)); err != nil {
+				return err
+			} else if cancelling {
+				return errObligationCancelled
+			}
+		}
 		dk := evidenceDigestKey(req.Subject, req.Class, digest)
 		if prior, err := txn.Get(dk); err == nil {
 			var ev Evidence

@@ -97,6 +97,7 @@ const (
 	CodeClaimPolicy       = "claim.policy_inactive"
 	CodeClaimDisputeLost  = "claim.dispute_lost"
 	ReasonAlreadyCovered  = "insurance.already_covered"
+	ReasonNothingToCover  = "insurance.nothing_to_cover"
 )
 
 var (
@@ -219,41 +220,74 @@ func (s *Service) InsuranceBind(ctx context.Context, call Call, req *InsuranceBi
 		return nil, fmt.Errorf("%w: the premium for a limit of %d is %d %s", errInsurancePremium, req.LimitMinor,
 			s.insure.Premium(req.LimitMinor), subj.intent.Amount.Currency)
 	}
-	switch subj.intent.Status {
-	case pay.StatusDenied, pay.StatusFailed, pay.StatusExpired, pay.StatusVoided:
-		return nil, fmt.Errorf("%w: the subject is %s; there is nothing to cover", errInsuranceInvalid, subj.intent.Status)
+	if req.LimitMinor > subj.intent.Amount.Minor {
+		return nil, fmt.Errorf("%w: the limit is above the subject's amount (%d)", errInsuranceInvalid, subj.intent.Amount.Minor)
 	}
 	meta := map[string]string{metaPolicySubject: req.Subject, metaPolicyLimit: strconv.FormatInt(req.LimitMinor, 10)}
 	res, err := s.spend(ctx, call, routeInsuranceBind, "insurance.bind", &req.Spend, req, nil, meta)
 	if err != nil {
 		return nil, err
 	}
-	in, err := s.pay.Intent(ctx, *call.Agent, res.IntentID)
-	if err != nil {
-		return nil, err
-	}
+	// The first answer is kept, so a replay is the same bytes whatever
+	// happened to the policy since (an approval, claims).
 	var out PolicyBound
-	err = s.st.View(ctx, func(r store.Reader) error {
-		seqs, err := pay.IntentEntrySeqs(r, in.ID)
+	answer := []byte("protocol/policy-answer/" + res.IntentID)
+	err = s.st.Update(ctx, func(txn store.Txn) error {
+		out = PolicyBound{}
+		if err := getJSON(txn, answer, &out); err == nil {
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		in, err := pay.GetIntent(txn, res.IntentID)
 		if err != nil {
 			return err
 		}
-		out.InsurancePolicy, err = s.policyOf(r, in, seqs)
-		return err
+		seqs, err := pay.IntentEntrySeqs(txn, in.ID)
+		if err != nil {
+			return err
+		}
+		if out.InsurancePolicy, err = s.policyOf(txn, in, seqs); err != nil {
+			return err
+		}
+		out.Approval = res.Held
+		return putJSON(txn, answer, &out)
 	})
 	if err != nil {
 		return nil, err
 	}
-	out.Approval, out.replayed = res.Held, res.Replayed
+	out.replayed = res.Replayed
 	return &out, nil
 }
 
 func policyBySubject(subject string) []byte { return []byte("protocol/policy-by-subject/" + subject) }
 
-// bindAdmit lets one live policy cover a subject: a second bind while one
-// is pending or active is denied insurance.already_covered.
+// bindAdmit lets one live policy cover a subject that can still suffer a
+// loss: a second bind while one is pending or active is denied
+// insurance.already_covered; a subject refunded, never paid or already
+// disputed insurance.nothing_to_cover.
 func (s *Service) bindAdmit(txn store.Txn, in *pay.Intent) (*gate.Reason, error) {
-	k := policyBySubject(in.Metadata[metaPolicySubject])
+	subject := in.Metadata[metaPolicySubject]
+	// What the subject is now, decided with the premium (so a replay of
+	// an admitted bind answers its first outcome, whatever came since).
+	subjIntent := subject
+	if id, ok := prefixID(subject, "obl_", "int_"); ok {
+		subjIntent = id
+	}
+	sub, err := pay.GetIntent(txn, subjIntent)
+	if err != nil {
+		return nil, err
+	}
+	switch sub.Status {
+	case pay.StatusDenied, pay.StatusFailed, pay.StatusExpired, pay.StatusVoided, pay.StatusRefunded:
+		return &gate.Reason{Code: ReasonNothingToCover, Message: "the subject is " + string(sub.Status) + "; there is nothing to cover"}, nil
+	}
+	if disputed, err := hasAny(txn, disputeBySubject(subject)); err != nil {
+		return nil, err
+	} else if disputed {
+		return &gate.Reason{Code: ReasonNothingToCover, Message: "the subject is disputed already: cover is bought before a loss, not after"}, nil
+	}
+	k := policyBySubject(subject)
 	if b, err := txn.Get(k); err == nil {
 		prior, err := pay.GetIntent(txn, string(b))
 		if err != nil {
@@ -408,6 +442,8 @@ func (s *Service) ClaimFile(ctx context.Context, call Call, req *ClaimFileReques
 			return fmt.Errorf("%w: the dispute is about %s, the policy covers %s", errClaimInvalid, d.Subject, pol.Subject)
 		case d.Resolution != nil && d.Resolution.Outcome == ForRespondent:
 			return errClaimDisputeLost
+		case req.AmountMinor > d.Claim.Minor:
+			return fmt.Errorf("%w: the claim is more than the dispute's %d", errClaimExceedsLimit, d.Claim.Minor)
 		case pol.ClaimedMinor+req.AmountMinor > pol.Limit.Minor:
 			return fmt.Errorf("%w: %d of %d left", errClaimExceedsLimit, pol.Limit.Minor-pol.ClaimedMinor, pol.Limit.Minor)
 		}
@@ -482,7 +518,20 @@ func (s *Service) settleClaims(txn store.Txn, call Call, dsp string, forClaimant
 // makePayable pays a claim from the pool, or queues it payable when the
 // pool is short.
 func (s *Service) makePayable(txn store.Txn, call Call, c *Claim) error {
-	err := s.post(txn, "claim.pay", c.ID, c.Amount.Currency, move(poolAccount, availableAccount(c.Agent), c.Amount.Minor)...)
+	polIntent, _ := prefixID(c.PolicyID, "pol_", "int_")
+	in, err := pay.GetIntent(txn, polIntent)
+	if err != nil {
+		return err
+	}
+	if policyStatus(in) != "active" {
+		// The premium was refunded since the claim was filed: no cover.
+		c.Status, c.UpdatedAt = ClaimRejected, s.clock()
+		if err := txn.Delete(claimPayableKey(c.ID)); err != nil {
+			return err
+		}
+		return s.putClaim(txn, call, "protocol.claim.reject", c)
+	}
+	err = s.post(txn, "claim.pay", c.ID, c.Amount.Currency, move(poolAccount, availableAccount(c.Agent), c.Amount.Minor)...)
 	c.UpdatedAt = s.clock()
 	switch {
 	case errors.Is(err, ledger.ErrInsufficientFunds):

@@ -156,11 +156,11 @@ var methods = []Method{
 		(*Service).NegotiateCounter),
 	declare(decl{ns: "negotiate", name: "accept", cred: agent, entry: "protocol.negotiate.accept", summary: "Accept the latest offer",
 		description: "Accepting our offer takes the counterparty's signature over its bytes; accepting the counterparty's is signed here. Either way the answer carries accepted terms (protocol.terms.accept) whose termsId instructions cite, both signatures over the same bytes.",
-		problems:    []string{CodeNegotiationNotFound, CodeNegotiationClosed, CodeTermsSignature, CodeTermsExpired, CodeCounterpartyRevoked, CodeNegotiationNoKey}},
+		problems:    []string{CodeNegotiationNotFound, CodeNegotiationClosed, CodeTermsSignature, CodeTermsInvalid, CodeTermsExpired, CodeCounterpartyRevoked, CodeNegotiationNoKey}},
 		(*Service).NegotiateAccept),
 	declare(decl{ns: "negotiate", name: "reject", cred: agent, entry: "protocol.negotiate.reject", summary: "End a negotiation without terms",
 		description: "By us, or by the counterparty with its signature over protocol.RejectionSigningBytes of the latest offer.",
-		problems:    []string{CodeNegotiationNotFound, CodeNegotiationClosed, CodeTermsSignature, CodeCounterpartyRevoked}}, (*Service).NegotiateReject),
+		problems:    []string{CodeNegotiationNotFound, CodeNegotiationClosed, CodeTermsSignature, CodeTermsInvalid, CodeCounterpartyRevoked}}, (*Service).NegotiateReject),
 	declare(decl{ns: "negotiate", name: "get", cred: agent, summary: "Read a negotiation", description: "A negotiation of one of the caller's identities, every offer with its signature.",
 		problems: []string{CodeNegotiationNotFound}}, (*Service).NegotiateGet),
 

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -55,6 +56,9 @@ type Offer struct {
 	Seq    int    `json:"seq"`
 	From   string `json:"from" doc:"us or counterparty."`
 	Signer string `json:"signer" doc:"The agent id that signed: this deployment's, or the counterparty's."`
+	// SignerKey is the key that signed, 64 hex: after a rotation of this
+	// deployment's key its agent id stays, the key does not.
+	SignerKey string `json:"signerKey"`
 	TermsBody
 	// SigningBytes are the offer's canonical bytes, base64url.
 	SigningBytes string    `json:"signingBytes"`
@@ -141,9 +145,9 @@ func (s *Service) addOffer(txn store.Txn, n *Negotiation, from string, body Term
 		if s.identity == nil {
 			return errNegotiationNoKey
 		}
-		id, _, raw := s.identity.SignStatement(msg)
-		o.Signer, o.Signature = id, base64.RawURLEncoding.EncodeToString(raw)
-	default:
+		id, pub, raw := s.identity.SignStatement(msg)
+		o.Signer, o.SignerKey, o.Signature = id, hex.EncodeToString(pub), base64.RawURLEncoding.EncodeToString(raw)
+	case SideCounterparty:
 		pub, err := counterpartyKey(n.Counterparty)
 		if err != nil {
 			return err
@@ -151,7 +155,9 @@ func (s *Service) addOffer(txn store.Txn, n *Negotiation, from string, body Term
 		if !verifySig(pub, sig, msg) {
 			return fmt.Errorf("%w: the counter-offer's signature", errTermsSignature)
 		}
-		o.Signer, o.Signature = n.Counterparty, sig
+		o.Signer, o.SignerKey, o.Signature = n.Counterparty, hex.EncodeToString(pub), sig
+	default:
+		return fmt.Errorf("%w: from must be us or counterparty", errTermsInvalid)
 	}
 	n.Offers = append(n.Offers, o)
 	n.UpdatedAt = now
@@ -215,7 +221,7 @@ func (s *Service) updateNegotiation(ctx context.Context, call Call, id, typ stri
 
 func (s *Service) ownNegotiation(r store.Reader, call Call, id string, n *Negotiation) error {
 	err := getJSON(r, negotiationKey(id), n)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !actsFor(call, n.Agent)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !isParty(call, n.Agent, n.Counterparty)) {
 		return errNegotiationNotFound
 	}
 	return err
@@ -291,6 +297,9 @@ type NegotiateRejectRequest struct {
 // (protocol.negotiate.reject).
 func (s *Service) NegotiateReject(ctx context.Context, call Call, req *NegotiateRejectRequest) (*Negotiation, error) {
 	return s.updateNegotiation(ctx, call, req.NegotiationID, "protocol.negotiate.reject", func(_ store.Txn, n *Negotiation) error {
+		if req.By != SideUs && req.By != SideCounterparty {
+			return fmt.Errorf("%w: by must be us or counterparty", errTermsInvalid)
+		}
 		if req.By == SideCounterparty {
 			last := n.Offers[len(n.Offers)-1]
 			msg, err := RejectionSigningBytes(n.ID, last.Seq, n.Agent, n.Counterparty, last.TermsBody)

@@ -188,7 +188,7 @@ func (s *Service) obligationCounterparty(ctx context.Context, req *ObligationCre
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return "", err
 		}
-		if err == nil { // unknown terms: the gate denies the spend
+		if err == nil && t.Agent == req.Spend.Envelope.Agent { // unknown (or another identity's) terms: the gate denies the spend
 			if cp != "" && cp != t.Counterparty {
 				return "", fmt.Errorf("%w: counterparty is not the terms' counterparty", errObligationInvalid)
 			}
@@ -244,6 +244,10 @@ func (s *Service) obligationChanged(txn store.Txn, in *pay.Intent, step pay.Step
 	return err
 }
 
+// cancellingKey marks an obligation whose cancellation is voiding it on
+// the rail: evidence is refused meanwhile.
+func cancellingKey(oblID string) []byte { return []byte("protocol/obl-cancelling/" + oblID) }
+
 func clearReadyKey(oblID string) []byte { return []byte("protocol/clear-ready/" + oblID) }
 
 // clearReady is the scheduler's part: obligations that became reserved
@@ -266,14 +270,21 @@ func (s *Service) clearReady(ctx context.Context) (int, error) {
 	for _, d := range list {
 		call := systemCall("")
 		call.Agent = &pay.Caller{KeyID: d.key}
-		if _, err := s.clear(ctx, call, d.obl, true); err != nil {
+		c, err := s.clear(ctx, call, d.obl, true)
+		if err != nil {
 			s.logger.WarnContext(ctx, "clearing deferred", "obligation", d.obl, "error", err)
 			continue
 		}
+		switch c.Status {
+		case ClearingCleared:
+			n++
+		case ClearingPending, ObligationClearing:
+			continue // refused for now (the kill switch) or with the rail: the next sweep tries again
+		}
+		// Cleared, or it can never clear (expired, cancelled, failed).
 		if err := s.st.Update(ctx, func(txn store.Txn) error { return txn.Delete(clearReadyKey(d.obl)) }); err != nil {
 			return n, err
 		}
-		n++
 	}
 	return n, nil
 }
@@ -368,15 +379,29 @@ func (s *Service) ObligationCancel(ctx context.Context, call Call, req *Obligati
 	if err := obligationOpen(in, s.clock()); err != nil {
 		return nil, err
 	}
-	out, err := s.pay.Void(ctx, *call.Agent, in.ID, call.RequestID, func(txn store.Txn, _ *pay.Intent) error {
+	// Mark it cancelling, in a transaction that finds no evidence, before
+	// the rail's authorization is voided: from then on evidence is refused,
+	// so the rail is never voided under an obligation that can still clear.
+	mark := cancellingKey(req.ObligationID)
+	err = s.st.Update(ctx, func(txn store.Txn) error {
 		if any, err := hasAny(txn, evidenceBySubject(req.ObligationID)); err != nil {
 			return err
 		} else if any {
 			return errObligationEvidence
 		}
-		return nil
+		return txn.Set(mark, nil)
 	})
 	if err != nil {
+		return nil, err
+	}
+	out, err := s.pay.Void(ctx, *call.Agent, in.ID, call.RequestID, func(txn store.Txn, _ *pay.Intent) error {
+		return txn.Delete(mark)
+	})
+	if err != nil {
+		// Not voided: the obligation takes evidence again.
+		if uerr := s.st.Update(ctx, func(txn store.Txn) error { return txn.Delete(mark) }); uerr != nil {
+			return nil, errors.Join(err, uerr)
+		}
 		return nil, obligationErr(err)
 	}
 	return s.obligationView(ctx, out)
@@ -428,6 +453,10 @@ type subject struct {
 	counterparty string
 }
 
+// subjectRoutes are the routes whose intents are subjects by their int_
+// id: payments, purchases and holds.
+var subjectRoutes = map[pay.Route]bool{pay.RoutePay: true, pay.RouteBuy: true, routeHoldPlace: true}
+
 // subjectOf resolves an obligation (obl_) or intent (int_) id of the
 // caller. Its counterparty is the obligation's, or the cited terms'.
 func (s *Service) subjectOf(ctx context.Context, call Call, id string) (subject, error) {
@@ -445,6 +474,12 @@ func (s *Service) subjectOf(ctx context.Context, call Call, id string) (subject,
 	}
 	if err != nil {
 		return subject{}, err
+	}
+	if !obligation && !subjectRoutes[in.Route] {
+		// One thing, one name: an obligation is its obl_ id (never its
+		// intent's, or it could be disputed and insured twice), and
+		// deposits, premiums and meters are not purchases.
+		return subject{}, fmt.Errorf("%w: %s is not a payment or a hold (an obligation is named by its obl_ id)", errEvidenceSubject, id)
 	}
 	sub := subject{id: id, intent: in, intentID: in.ID, obligation: obligation, counterparty: in.Metadata[metaCounterparty]}
 	if sub.counterparty == "" && in.TermsID != "" {

@@ -47,8 +47,8 @@ func be8(v uint64) []byte {
 // page), up to limit ids that fn includes (fn sees each id and its value
 // and says whether it counted). The next cursor is "" on the last page.
 func pageIndex(r store.Reader, prefix []byte, cursor string, limit int, fn func(id string, v []byte) (bool, error)) (string, error) {
-	if limit == 0 {
-		limit = defaultLimit
+	if limit <= 0 || limit > maxLimit {
+		limit = min(max(limit, defaultLimit), maxLimit)
 	}
 	lower := prefix
 	if cursor != "" {

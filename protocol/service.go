@@ -116,9 +116,10 @@ func New(o Options) (*Service, error) {
 	return s, nil
 }
 
-// Call runs the method with the given id ("hold.place") on a JSON body,
-// decoded and validated as the HTTP layer does. It is how the generic
-// binding of every transport calls the surface.
+// Call runs the method with the given id ("hold.place") on a request
+// already decoded into the method's Request type and validated against
+// its tags (the HTTP layer does both; so must every other transport). It
+// is how the generic binding of every transport calls the surface.
 func (s *Service) Call(ctx context.Context, id string, call Call, req any) (any, error) {
 	m, ok := byID[id]
 	if !ok {

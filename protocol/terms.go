@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -324,10 +325,20 @@ func (s *Service) TermsGet(ctx context.Context, call Call, req *TermsRef) (*TwoP
 
 func (s *Service) ownTerms(r store.Reader, call Call, id string, t *TwoPartyTerms) error {
 	err := getJSON(r, termsKey(id), t)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !actsFor(call, t.Agent)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !isParty(call, t.Agent, t.Counterparty)) {
 		return errTermsNotFound
 	}
 	return err
+}
+
+// isParty reports whether the caller acts for the paying identity or for
+// the counterparty (when it is an agent here too).
+func isParty(call Call, agent, counterparty string) bool {
+	if actsFor(call, agent) {
+		return true
+	}
+	k, err := identity.PublicKeyOf(counterparty)
+	return err == nil && actsFor(call, hex.EncodeToString(k))
 }
 
 func actsFor(call Call, agent string) bool {
