@@ -220,8 +220,8 @@ func TestClearingNotFound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := &ObligationRef{ObligationID: tc.id}
-			oblRefused(t, h, CodeObligationNotFound, func() error { _, err := h.svc.ClearingStatus(ctx, tc.call, ref); return err })
-			oblRefused(t, h, CodeObligationNotFound, func() error { _, err := h.svc.ClearingAttempt(ctx, tc.call, ref); return err })
+			refusedUnchanged(t, h, CodeObligationNotFound, func() error { _, err := h.svc.ClearingStatus(ctx, tc.call, ref); return err })
+			refusedUnchanged(t, h, CodeObligationNotFound, func() error { _, err := h.svc.ClearingAttempt(ctx, tc.call, ref); return err })
 		})
 	}
 }
@@ -246,7 +246,7 @@ func TestClearingDeadline(t *testing.T) {
 				}},
 				{name: "admissible evidence at the deadline", after: func(t *testing.T, h *harness, id string) {
 					// Evidence for an obligation that can never clear is refused.
-					oblRefused(t, h, CodeDeadlinePassed, func() error {
+					refusedUnchanged(t, h, CodeDeadlinePassed, func() error {
 						_, err := oblSubmit(t, h, id, ClassSign, "too late")
 						return err
 					})
@@ -286,7 +286,7 @@ func TestClearingDeadline(t *testing.T) {
 						tc.after(t, h, o.ObligationID)
 					}
 					t.Run("attempt at the deadline, before the sweep", func(t *testing.T) {
-						oblRefused(t, h, CodeDeadlinePassed, attempt)
+						refusedUnchanged(t, h, CodeDeadlinePassed, attempt)
 					})
 					if tc.restart {
 						h.restart()
@@ -310,9 +310,9 @@ func TestClearingDeadline(t *testing.T) {
 					if st := clrState(t, h, o.ObligationID); !strings.HasPrefix(st, ObligationExpired+" ") {
 						t.Errorf("clearing.status %s, want expired", st)
 					}
-					t.Run("attempt once expired", func(t *testing.T) { oblRefused(t, h, CodeDeadlinePassed, attempt) })
+					t.Run("attempt once expired", func(t *testing.T) { refusedUnchanged(t, h, CodeDeadlinePassed, attempt) })
 					t.Run("cancel once expired", func(t *testing.T) {
-						oblRefused(t, h, CodeDeadlinePassed, func() error {
+						refusedUnchanged(t, h, CodeDeadlinePassed, func() error {
 							_, err := h.svc.ObligationCancel(ctx, h.call(), &ObligationRef{ObligationID: o.ObligationID})
 							return err
 						})
@@ -443,7 +443,7 @@ func TestClearingUnknownOutcome(t *testing.T) {
 			if st := clrState(t, h, o.ObligationID); st != "clearing admissible=true achieved=[self]" {
 				t.Errorf("clearing.status after the lost answer: %s", st)
 			}
-			oblRefused(t, h, CodeObligationCleared, func() error {
+			refusedUnchanged(t, h, CodeObligationCleared, func() error {
 				_, err := h.svc.ObligationCancel(ctx, h.call(), &ObligationRef{ObligationID: o.ObligationID})
 				return err
 			})

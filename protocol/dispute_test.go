@@ -257,7 +257,7 @@ func TestDeliveryLifecycle(t *testing.T) {
 		if d.Status != DeliveryRecorded || d.EvidenceIDs == nil {
 			t.Errorf("recorded %+v", d)
 		}
-		oblRefused(t, h, CodeDisputeUnsettled, func() error {
+		refusedUnchanged(t, h, CodeDisputeUnsettled, func() error {
 			_, err := h.svc.DeliveryDispute(ctx, op, &DeliveryDisputeRequest{DeliveryID: d.ID, Reason: "nothing came",
 				Override: Override{Rationale: "nothing came yet"}})
 			return err
@@ -330,7 +330,7 @@ func TestDisputeOpen(t *testing.T) {
 			return err
 		}, CodeEvidenceSubject},
 	} {
-		t.Run(tc.name, func(t *testing.T) { oblRefused(t, h, tc.want, tc.run) })
+		t.Run(tc.name, func(t *testing.T) { refusedUnchanged(t, h, tc.want, tc.run) })
 	}
 	var first *Dispute
 	for _, tc := range []struct {
@@ -365,7 +365,7 @@ func TestDisputeOpen(t *testing.T) {
 			if err != nil || !cmp.Equal(got, d) {
 				t.Errorf("get %+v, %v", got, err)
 			}
-			oblRefused(t, h, CodeDisputeExists, open(tc.subject, 0))
+			refusedUnchanged(t, h, CodeDisputeExists, open(tc.subject, 0))
 		})
 	}
 	for _, tc := range []struct {
@@ -398,7 +398,7 @@ func TestDisputeOpen(t *testing.T) {
 			return err
 		}, CodeDisputeNotFound},
 	} {
-		t.Run(tc.name, func(t *testing.T) { oblRefused(t, h, tc.want, tc.run) })
+		t.Run(tc.name, func(t *testing.T) { refusedUnchanged(t, h, tc.want, tc.run) })
 	}
 }
 
@@ -549,7 +549,7 @@ func TestDisputeResolveRefusals(t *testing.T) {
 		{"unknown dispute", "dsp_nope", ForClaimant, nil, 0, CodeDisputeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			oblRefused(t, h, tc.want, func() error {
+			refusedUnchanged(t, h, tc.want, func() error {
 				_, err := dspResolve(h, tc.id, tc.outcome, tc.refund, tc.slash)
 				return err
 			})
@@ -758,7 +758,7 @@ func TestDisputeList(t *testing.T) {
 		})
 	}
 	t.Run("another identity's disputes", func(t *testing.T) {
-		oblRefused(t, h, CodeCustodyAgent, func() error {
+		refusedUnchanged(t, h, CodeCustodyAgent, func() error {
 			_, err := h.svc.DisputeList(ctx, h.call(), &DisputeListRequest{Agent: h.ev.cp})
 			return err
 		})
@@ -1081,9 +1081,9 @@ func TestDisputeStakeOfTwo(t *testing.T) {
 	if _, err := dspResolve(h, d1.ID, ForClaimant, dspRefund(0), 2_000); err != nil {
 		t.Fatal(err)
 	}
-	t.Run("release while the other dispute is open", func(t *testing.T) { oblRefused(t, h, CodeStakeDisputed, release) })
+	t.Run("release while the other dispute is open", func(t *testing.T) { refusedUnchanged(t, h, CodeStakeDisputed, release) })
 	t.Run("slash more than is left", func(t *testing.T) {
-		oblRefused(t, h, CodeDisputeInvalid, func() error {
+		refusedUnchanged(t, h, CodeDisputeInvalid, func() error {
 			_, err := dspResolve(h, d2.ID, ForClaimant, dspRefund(0), 1_001)
 			return err
 		})
@@ -1095,7 +1095,7 @@ func TestDisputeStakeOfTwo(t *testing.T) {
 	if err != nil || st.Status != StakeSlashed || st.SlashedMinor != 3_000 {
 		t.Errorf("stake %+v, %v", st, err)
 	}
-	t.Run("release once slashed", func(t *testing.T) { oblRefused(t, h, CodeStakeReleased, release) })
+	t.Run("release once slashed", func(t *testing.T) { refusedUnchanged(t, h, CodeStakeReleased, release) })
 	if got := dspBalance(t, h, availableAccount(h.agent)); got != 3_000 {
 		t.Errorf("buyer custody %d, want the 3000 slashed", got)
 	}

@@ -375,7 +375,7 @@ func TestEvidenceClasses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req(t)
 			if tc.code != "" {
-				trmRefused(t, h, tc.code, func() error { _, err := h.svc.EvidenceSubmit(ctx, h.call(), req); return err })
+				refusedUnchanged(t, h, tc.code, func() error { _, err := h.svc.EvidenceSubmit(ctx, h.call(), req); return err })
 				return
 			}
 			n := h.size()
@@ -526,7 +526,7 @@ func TestEvidenceStatement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &EvidenceSubmitRequest{Subject: subj, Class: ClassSelf, Statement: json.RawMessage(tc.statement)}
 			if tc.canonical == "" {
-				trmRefused(t, h, CodeEvidenceInvalid, func() error { _, err := h.svc.EvidenceSubmit(ctx, h.call(), req); return err })
+				refusedUnchanged(t, h, CodeEvidenceInvalid, func() error { _, err := h.svc.EvidenceSubmit(ctx, h.call(), req); return err })
 				return
 			}
 			got, err := h.svc.EvidenceSubmit(ctx, h.call(), req)
@@ -573,12 +573,12 @@ func TestEvidenceSubjects(t *testing.T) {
 		{name: "a hold's id", call: h.call(), subject: hold.HoldID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			trmRefused(t, h, CodeEvidenceSubject, func() error {
+			refusedUnchanged(t, h, CodeEvidenceSubject, func() error {
 				_, err := h.svc.EvidenceSubmit(ctx, tc.call, &EvidenceSubmitRequest{Subject: tc.subject, Class: ClassSelf,
 					Statement: json.RawMessage(evxStatement(tc.subject, "x"))})
 				return err
 			})
-			trmRefused(t, h, CodeEvidenceSubject, func() error {
+			refusedUnchanged(t, h, CodeEvidenceSubject, func() error {
 				_, err := h.svc.EvidenceList(ctx, tc.call, &EvidenceListRequest{Subject: tc.subject})
 				return err
 			})
@@ -599,7 +599,7 @@ func TestEvidenceSubjects(t *testing.T) {
 		}
 	})
 	t.Run("sign about a payment without terms", func(t *testing.T) {
-		trmRefused(t, h, CodeEvidenceSigner, func() error {
+		refusedUnchanged(t, h, CodeEvidenceSigner, func() error {
 			req, _ := evxSubmission(t, h, hold.IntentID, ClassSign, evxStatement(hold.IntentID, "y"))
 			_, err := h.svc.EvidenceSubmit(ctx, h.call(), req)
 			return err
@@ -623,12 +623,12 @@ func TestEvidenceSignCounterparty(t *testing.T) {
 	}
 	t.Run("no counterparty", func(t *testing.T) {
 		subj := evxObligation(t, h, ClassSelf, "").ObligationID
-		trmRefused(t, h, CodeEvidenceSigner, func() error { _, err := sign(t, subj, h.ev.cpKey, ""); return err })
-		trmRefused(t, h, CodeEvidenceSigner, func() error { _, err := sign(t, subj, h.ev.cpKey, h.ev.cp); return err })
+		refusedUnchanged(t, h, CodeEvidenceSigner, func() error { _, err := sign(t, subj, h.ev.cpKey, ""); return err })
+		refusedUnchanged(t, h, CodeEvidenceSigner, func() error { _, err := sign(t, subj, h.ev.cpKey, h.ev.cp); return err })
 	})
 	t.Run("a did:key counterparty", func(t *testing.T) {
 		subj := evxObligation(t, h, ClassSign, did).ObligationID
-		trmRefused(t, h, CodeEvidenceInvalid, func() error { _, err := sign(t, subj, h.ev.cpKey, ""); return err })
+		refusedUnchanged(t, h, CodeEvidenceInvalid, func() error { _, err := sign(t, subj, h.ev.cpKey, ""); return err })
 		got, err := sign(t, subj, key, "")
 		if err != nil {
 			t.Fatal(err)
@@ -644,7 +644,7 @@ func TestEvidenceSignCounterparty(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		trmRefused(t, h, CodeEvidenceInvalid, func() error { _, err := sign(t, o.ObligationID, key, ""); return err })
+		refusedUnchanged(t, h, CodeEvidenceInvalid, func() error { _, err := sign(t, o.ObligationID, key, ""); return err })
 		got, err := sign(t, o.ObligationID, h.ev.cpKey, "")
 		if err != nil {
 			t.Fatal(err)
@@ -656,7 +656,7 @@ func TestEvidenceSignCounterparty(t *testing.T) {
 	t.Run("a revoked counterparty", func(t *testing.T) {
 		subj := evxObligation(t, h, ClassPote, h.ev.cp).ObligationID
 		h.ident.revoke(h.ev.cp)
-		trmRefused(t, h, CodeCounterpartyRevoked, func() error { _, err := sign(t, subj, h.ev.cpKey, ""); return err })
+		refusedUnchanged(t, h, CodeCounterpartyRevoked, func() error { _, err := sign(t, subj, h.ev.cpKey, ""); return err })
 		// Other classes do not depend on it.
 		req, _ := evxSubmission(t, h, subj, ClassWit, evxStatement(subj, "x"))
 		if _, err := h.svc.EvidenceSubmit(ctx, h.call(), req); err != nil {
@@ -811,14 +811,14 @@ func TestEvidenceGetList(t *testing.T) {
 		{name: "get as another key", call: trnOtherKey(h), id: ids[0]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			trmRefused(t, h, CodeEvidenceNotFound, func() error {
+			refusedUnchanged(t, h, CodeEvidenceNotFound, func() error {
 				_, err := h.svc.EvidenceGet(ctx, tc.call, &EvidenceRef{EvidenceID: tc.id})
 				return err
 			})
 		})
 	}
 	t.Run("list as another identity", func(t *testing.T) {
-		trmRefused(t, h, CodeEvidenceSubject, func() error {
+		refusedUnchanged(t, h, CodeEvidenceSubject, func() error {
 			_, err := h.svc.EvidenceList(ctx, trmOtherIdentity(h), &EvidenceListRequest{Subject: subj})
 			return err
 		})
@@ -971,8 +971,8 @@ func TestEvidenceObligationState(t *testing.T) {
 	}
 	due := evxObligation(t, h, ClassWit, h.ev.cp)
 
-	t.Run("cancelled", func(t *testing.T) { trmRefused(t, h, CodeObligationCancelled, submit(cancelled.ObligationID)) })
-	t.Run("denied", func(t *testing.T) { trmRefused(t, h, CodeObligationClosed, submit(denied)) })
+	t.Run("cancelled", func(t *testing.T) { refusedUnchanged(t, h, CodeObligationCancelled, submit(cancelled.ObligationID)) })
+	t.Run("denied", func(t *testing.T) { refusedUnchanged(t, h, CodeObligationClosed, submit(denied)) })
 	t.Run("waiting for approval", func(t *testing.T) {
 		if err := submit(held.ObligationID)(); err != nil {
 			t.Fatal(err)
@@ -989,7 +989,7 @@ func TestEvidenceObligationState(t *testing.T) {
 	})
 	t.Run("at the deadline", func(t *testing.T) {
 		h.clock.Add(time.Microsecond)
-		trmRefused(t, h, CodeDeadlinePassed, submit(due.ObligationID))
+		refusedUnchanged(t, h, CodeDeadlinePassed, submit(due.ObligationID))
 	})
 	t.Run("expired by the sweep", func(t *testing.T) {
 		if _, err := h.svc.Sweep(ctx); err != nil {
@@ -999,6 +999,6 @@ func TestEvidenceObligationState(t *testing.T) {
 		if err != nil || o.Status != ObligationExpired {
 			t.Fatalf("after the sweep %+v, %v", o, err)
 		}
-		trmRefused(t, h, CodeDeadlinePassed, submit(due.ObligationID))
+		refusedUnchanged(t, h, CodeDeadlinePassed, submit(due.ObligationID))
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
@@ -252,4 +254,21 @@ func (h *harness) dump() map[string]string {
 		h.t.Fatal(err)
 	}
 	return out
+}
+
+// refusedUnchanged runs a call that must be refused with want, and checks
+// that the refusal changed nothing: no record entry, the store as it was.
+func refusedUnchanged(t *testing.T, h *harness, want string, run func() error) {
+	t.Helper()
+	before, n := h.dump(), h.size()
+	err := run()
+	if got := code(err); got != want {
+		t.Errorf("code %q (%v), want %q", got, err, want)
+	}
+	if got := h.typesSince(n); len(got) != 0 {
+		t.Errorf("a refusal appended %v", got)
+	}
+	if diff := cmp.Diff(before, h.dump()); diff != "" {
+		t.Errorf("a refusal changed the store (-before +after):\n%s", diff)
+	}
 }

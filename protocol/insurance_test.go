@@ -118,7 +118,7 @@ func TestInsuranceQuote(t *testing.T) {
 				{"an unknown subject", "obl_nope", 1_000, CodeEvidenceSubject},
 			} {
 				t.Run(c.name, func(t *testing.T) {
-					oblRefused(t, h, c.want, func() error {
+					refusedUnchanged(t, h, c.want, func() error {
 						_, err := h.svc.InsuranceQuote(ctx, h.call(), &InsuranceQuoteRequest{Subject: c.subject, LimitMinor: c.limit})
 						return err
 					})
@@ -185,7 +185,7 @@ func TestInsuranceBind(t *testing.T) {
 		{"an unknown subject", func() *InsuranceBindRequest { return insBindRequest(h, "int_nope", 1_000, 0, "") }, h.call(), CodeEvidenceSubject},
 		{"another key's subject", func() *InsuranceBindRequest { return insBindRequest(h, o.ObligationID, 1_000, 0, "") }, trnOtherKey(h), CodeEvidenceSubject},
 	} {
-		t.Run(tc.name, func(t *testing.T) { oblRefused(t, h, tc.want, bind(tc.call, tc.req())) })
+		t.Run(tc.name, func(t *testing.T) { refusedUnchanged(t, h, tc.want, bind(tc.call, tc.req())) })
 	}
 	t.Run("a cancelled obligation", func(t *testing.T) {
 		// Decided with the premium: a denial, recorded, nothing reserved.
@@ -236,7 +236,7 @@ func TestInsuranceBind(t *testing.T) {
 	t.Run("the same key, another limit", func(t *testing.T) {
 		other := *req
 		other.LimitMinor = 2_000 // the same premium
-		oblRefused(t, h, pay.CodeIdempotencyConflict, bind(h.call(), &other))
+		refusedUnchanged(t, h, pay.CodeIdempotencyConflict, bind(h.call(), &other))
 	})
 	t.Run("a second policy on the subject", func(t *testing.T) {
 		n := h.size()
@@ -287,7 +287,7 @@ func TestInsuranceBind(t *testing.T) {
 			case "int_":
 				id = first.IntentID
 			}
-			oblRefused(t, h, CodePolicyNotFound, func() error {
+			refusedUnchanged(t, h, CodePolicyNotFound, func() error {
 				_, err := h.svc.InsuranceGet(ctx, tc.call, &PolicyRef{PolicyID: id})
 				return err
 			})
@@ -320,7 +320,7 @@ func TestInsuranceBindHeldForApproval(t *testing.T) {
 		t.Errorf("pool %d before the premium settled", got)
 	}
 	t.Run("claim before approval", func(t *testing.T) {
-		oblRefused(t, h, CodeClaimPolicy, func() error {
+		refusedUnchanged(t, h, CodeClaimPolicy, func() error {
 			_, err := h.svc.ClaimFile(ctx, h.call(), &ClaimFileRequest{PolicyID: p.ID, DisputeID: d.ID, AmountMinor: 1_000})
 			return err
 		})
@@ -452,7 +452,7 @@ func TestClaimFiledAfterResolution(t *testing.T) {
 		}
 	})
 	t.Run("lost", func(t *testing.T) {
-		oblRefused(t, h, CodeClaimDisputeLost, func() error {
+		refusedUnchanged(t, h, CodeClaimDisputeLost, func() error {
 			_, err := h.svc.ClaimFile(ctx, h.call(), &ClaimFileRequest{PolicyID: lostPol.ID, DisputeID: lostDsp.ID, AmountMinor: 1_500})
 			return err
 		})
@@ -619,7 +619,7 @@ func TestClaimPolicyVoid(t *testing.T) {
 	if got := insState(t, h, "", p.ID); got != "claim none; policy void claimed=0 paid=0; pool=0 buyer=0" {
 		t.Errorf("state %s", got)
 	}
-	oblRefused(t, h, CodeClaimPolicy, func() error {
+	refusedUnchanged(t, h, CodeClaimPolicy, func() error {
 		_, err := h.svc.ClaimFile(ctx, h.call(), &ClaimFileRequest{PolicyID: p.ID, DisputeID: d.ID, AmountMinor: 1_000})
 		return err
 	})

@@ -171,7 +171,7 @@ func TestNegotiateOffer(t *testing.T) {
 			}
 			req := &NegotiateOfferRequest{Agent: tc.agent, Counterparty: tc.cp, Terms: b}
 			if tc.code != "" {
-				trmRefused(t, h, tc.code, func() error { _, err := h.svc.NegotiateOffer(ctx, h.call(), req); return err })
+				refusedUnchanged(t, h, tc.code, func() error { _, err := h.svc.NegotiateOffer(ctx, h.call(), req); return err })
 				return
 			}
 			n, err := h.svc.NegotiateOffer(ctx, h.call(), req)
@@ -194,7 +194,7 @@ func TestNegotiateNoIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trmRefused(t, h, CodeNegotiationNoKey, func() error {
+	refusedUnchanged(t, h, CodeNegotiationNoKey, func() error {
 		_, err := svc.NegotiateOffer(t.Context(), h.call(), &NegotiateOfferRequest{Counterparty: h.ev.cp, Terms: trmBody(h)})
 		return err
 	})
@@ -473,7 +473,7 @@ func TestNegotiateExpiry(t *testing.T) {
 	n := ngtOpen(t, h, func(b *TermsBody) { b.ValidUntil = h.clock.Now().Add(time.Hour) })
 	sig := ngtSign(t, h, h.ev.cpKey, n.ID, 1, n.Offers[0].TermsBody)
 	h.clock.Add(time.Hour)
-	trmRefused(t, h, CodeTermsExpired, func() error {
+	refusedUnchanged(t, h, CodeTermsExpired, func() error {
 		_, err := h.svc.NegotiateAccept(ctx, h.call(), &NegotiateAcceptRequest{NegotiationID: n.ID, Signature: sig})
 		return err
 	})
@@ -525,7 +525,7 @@ func TestNegotiateCounterpartyRevoked(t *testing.T) {
 			return err
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { trmRefused(t, h, CodeCounterpartyRevoked, tc.do) })
+		t.Run(tc.name, func(t *testing.T) { refusedUnchanged(t, h, CodeCounterpartyRevoked, tc.do) })
 	}
 	if _, err := h.svc.NegotiateGet(ctx, h.call(), &NegotiationRef{NegotiationID: n.ID}); err != nil {
 		t.Errorf("get: %v (reading is not refused)", err)

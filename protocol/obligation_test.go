@@ -165,23 +165,6 @@ func oblRailAuth(t *testing.T, h *harness, rail, intentID string) string {
 	return string(a.Status)
 }
 
-// oblRefused runs a call that must be refused with want, changing
-// nothing: no record entry, the store as it was.
-func oblRefused(t *testing.T, h *harness, want string, run func() error) {
-	t.Helper()
-	before, n := h.dump(), h.size()
-	err := run()
-	if got := code(err); got != want {
-		t.Errorf("code %q (%v), want %q", got, err, want)
-	}
-	if got := h.typesSince(n); len(got) != 0 {
-		t.Errorf("a refusal appended %v", got)
-	}
-	if diff := cmp.Diff(before, h.dump()); diff != "" {
-		t.Errorf("a refusal changed the store (-before +after):\n%s", diff)
-	}
-}
-
 // oblCreateTypes are the entries of an admitted obligation.create.
 func oblCreateTypes(rail string) []string {
 	if rail == railCard {
@@ -266,7 +249,7 @@ func TestObligationCreate(t *testing.T) {
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					req := tc.req()
-					oblRefused(t, h, CodeObligationInvalid, func() error {
+					refusedUnchanged(t, h, CodeObligationInvalid, func() error {
 						_, err := h.svc.ObligationCreate(ctx, h.call(), req)
 						return err
 					})
@@ -386,7 +369,7 @@ func TestObligationIdempotency(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					other := *req
 					tc.edit(&other)
-					oblRefused(t, h, pay.CodeIdempotencyConflict, func() error {
+					refusedUnchanged(t, h, pay.CodeIdempotencyConflict, func() error {
 						_, err := h.svc.ObligationCreate(ctx, h.call(), &other)
 						return err
 					})
@@ -438,7 +421,7 @@ func TestObligationHeldForApproval(t *testing.T) {
 					return err
 				}},
 			} {
-				t.Run(tc.name+" before approval", func(t *testing.T) { oblRefused(t, h, CodeObligationNotReady, tc.run) })
+				t.Run(tc.name+" before approval", func(t *testing.T) { refusedUnchanged(t, h, CodeObligationNotReady, tc.run) })
 			}
 			st, err := h.svc.ClearingStatus(ctx, h.call(), &ObligationRef{ObligationID: o.ObligationID})
 			if err != nil || st.Status != ObligationPendingApproval || st.Problem != nil {
@@ -545,7 +528,7 @@ func TestObligationCancel(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					h := newHarness(t, harnessConfig{})
 					id, call := tc.setup(t, h)
-					oblRefused(t, h, tc.want, func() error { return cancel(h, call, id) })
+					refusedUnchanged(t, h, tc.want, func() error { return cancel(h, call, id) })
 				})
 			}
 
@@ -689,7 +672,7 @@ func TestObligationGetList(t *testing.T) {
 			t.Errorf("another key lists %v", got)
 		}
 		for _, id := range all {
-			oblRefused(t, h, CodeObligationNotFound, func() error {
+			refusedUnchanged(t, h, CodeObligationNotFound, func() error {
 				_, err := h.svc.ObligationGet(ctx, trnOtherKey(h), &ObligationRef{ObligationID: id})
 				return err
 			})
@@ -697,7 +680,7 @@ func TestObligationGetList(t *testing.T) {
 	})
 	t.Run("ids that name no obligation", func(t *testing.T) {
 		for _, id := range []string{"", "obl_", "int_" + strings.TrimPrefix(a.ObligationID, "obl_"), "hold_" + strings.TrimPrefix(a.ObligationID, "obl_"), "obl_nope"} {
-			oblRefused(t, h, CodeObligationNotFound, func() error {
+			refusedUnchanged(t, h, CodeObligationNotFound, func() error {
 				_, err := h.svc.ObligationGet(ctx, h.call(), &ObligationRef{ObligationID: id})
 				return err
 			})

@@ -90,23 +90,6 @@ func trmState(t *testing.T, h *harness, id string) string {
 	return fmt.Sprintf("%s signed=%v entries=%d", tr.Status, tr.CounterpartySignature != "", len(tr.Entries))
 }
 
-// trmRefused runs do, which must be refused with want, and checks that
-// the refusal changed nothing: no entry, the same store.
-func trmRefused(t *testing.T, h *harness, want string, do func() error) {
-	t.Helper()
-	before, n := h.dump(), h.size()
-	err := do()
-	if got := code(err); got != want {
-		t.Fatalf("code %q (%v), want %q", got, err, want)
-	}
-	if got := h.typesSince(n); len(got) != 0 {
-		t.Errorf("a refusal appended %v", got)
-	}
-	if diff := cmp.Diff(before, h.dump()); diff != "" {
-		t.Errorf("the store changed (-before +after):\n%s", diff)
-	}
-}
-
 // trmStake funds p's custody and posts a USD stake locked for d.
 func trmStake(t *testing.T, h *harness, p *party, minor int64, d time.Duration, key string) *Stake {
 	t.Helper()
@@ -206,7 +189,7 @@ func TestTermsPropose(t *testing.T) {
 			}
 			req := &TermsProposeRequest{Agent: tc.agent, Counterparty: tc.cp, Terms: b}
 			if tc.code != "" {
-				trmRefused(t, h, tc.code, func() error { _, err := h.svc.TermsPropose(ctx, h.call(), req); return err })
+				refusedUnchanged(t, h, tc.code, func() error { _, err := h.svc.TermsPropose(ctx, h.call(), req); return err })
 				return
 			}
 			n := h.size()
@@ -426,7 +409,7 @@ func TestTermsDIDKeyCounterparty(t *testing.T) {
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	did := identity.DIDKey(pub)
 	tr := trmPropose(t, h, h.call(), did, nil)
-	trmRefused(t, h, CodeTermsSignature, func() error {
+	refusedUnchanged(t, h, CodeTermsSignature, func() error {
 		_, err := h.svc.TermsAccept(t.Context(), h.call(), &TermsAcceptRequest{TermsID: tr.ID, Signature: trmSign(t, h.ev.cpKey, tr.SigningBytes)})
 		return err
 	})
@@ -454,19 +437,19 @@ func TestTermsCounterpartyRevoked(t *testing.T) {
 	accepted := trmAccepted(t, h, h.call(), h.ev.cp, h.ev.cpKey, nil)
 	h.ident.revoke(h.ev.cp)
 	t.Run("propose", func(t *testing.T) {
-		trmRefused(t, h, CodeCounterpartyRevoked, func() error {
+		refusedUnchanged(t, h, CodeCounterpartyRevoked, func() error {
 			_, err := h.svc.TermsPropose(ctx, h.call(), &TermsProposeRequest{Counterparty: h.ev.cp, Terms: trmBody(h)})
 			return err
 		})
 	})
 	t.Run("accept", func(t *testing.T) {
-		trmRefused(t, h, CodeCounterpartyRevoked, func() error {
+		refusedUnchanged(t, h, CodeCounterpartyRevoked, func() error {
 			_, err := h.svc.TermsAccept(ctx, h.call(), &TermsAcceptRequest{TermsID: tr.ID, Signature: trmSign(t, h.ev.cpKey, tr.SigningBytes)})
 			return err
 		})
 	})
 	t.Run("accept again", func(t *testing.T) {
-		trmRefused(t, h, CodeCounterpartyRevoked, func() error {
+		refusedUnchanged(t, h, CodeCounterpartyRevoked, func() error {
 			_, err := h.svc.TermsAccept(ctx, h.call(), &TermsAcceptRequest{TermsID: accepted.ID, Signature: accepted.CounterpartySignature})
 			return err
 		})
