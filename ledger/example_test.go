@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/ledger"
@@ -90,21 +91,29 @@ func ExamplePost() {
 			{Account: "agent/a1/withdrawing", Minor: 1500},
 		},
 	}
+	// A transaction function may run more than once (memstore retries
+	// some on purpose): it starts from scratch each time, and what it
+	// reports is printed once it committed.
+	var out []string
 	_ = st.Update(ctx, func(tx store.Txn) error {
-		fmt.Println("deposit:", ledger.Post(tx, deposit))
-		fmt.Println("replay: ", ledger.Post(tx, deposit))
+		out = out[:0]
+		say := func(a ...any) { out = append(out, fmt.Sprintln(a...)) }
+		say("deposit:", ledger.Post(tx, deposit))
+		say("replay: ", ledger.Post(tx, deposit))
 
 		err := ledger.Post(tx, withdraw)
-		fmt.Println(errors.Is(err, ledger.ErrInsufficientFunds), err)
+		say(errors.Is(err, ledger.ErrInsufficientFunds), err)
 
-		deposit.Postings[0].Minor, deposit.Postings[1].Minor = -2000, 2000
-		err = ledger.Post(tx, deposit)
-		fmt.Println(errors.Is(err, ledger.ErrConflict), err)
+		changed := deposit
+		changed.Postings = []ledger.Posting{{Account: "world/rail/sandbox-card", Minor: -2000}, {Account: "agent/a1/available", Minor: 2000}}
+		err = ledger.Post(tx, changed)
+		say(errors.Is(err, ledger.ErrConflict), err)
 
 		bal, _ := ledger.Balance(tx, "agent/a1/available", "USD")
-		fmt.Println("balance:", bal)
+		say("balance:", bal)
 		return nil
 	})
+	fmt.Print(strings.Join(out, ""))
 	// Output:
 	// deposit: <nil>
 	// replay:  <nil>

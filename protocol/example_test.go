@@ -309,3 +309,64 @@ func ExampleMethods() {
 	// claim.get                    agent    /protocol/claim/get
 	// claim.list                   agent    /protocol/claim/list
 }
+
+// The evidence lattice: a class meets a floor when it is the floor or
+// above it; wit and rec are incomparable.
+func ExampleEvidenceClass_Satisfies() {
+	for _, pair := range [][2]protocol.EvidenceClass{
+		{protocol.ClassSign, protocol.ClassSelf}, {protocol.ClassSelf, protocol.ClassSign},
+		{protocol.ClassRec, protocol.ClassWit}, {protocol.ClassAtt, protocol.ClassWit}, {protocol.ClassPote, protocol.ClassProof},
+	} {
+		fmt.Printf("%s meets a %s floor: %v\n", pair[0], pair[1], pair[0].Satisfies(pair[1]))
+	}
+	// Output:
+	// sign meets a self floor: true
+	// self meets a sign floor: false
+	// rec meets a wit floor: false
+	// att meets a wit floor: true
+	// pote meets a proof floor: true
+}
+
+// A counterparty signs a statement about an obligation; the signature
+// covers a context line and the statement's RFC 8785 form, so member
+// order and spacing do not matter, and it cannot move to another subject.
+func ExampleSignEvidence() {
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
+	subject := "obl_01JEXAMPLE0000000000000000"
+	sig, _ := protocol.SignEvidence([]byte(`{"subject": "`+subject+`", "delivered": "report v1"}`), subject, key)
+	canon, _ := protocol.CanonicalStatement([]byte(`{"delivered":"report v1","subject":"`+subject+`"}`), subject)
+	raw, _ := base64.RawURLEncoding.DecodeString(sig)
+	fmt.Println(string(canon))
+	fmt.Println(ed25519.Verify(key.Public().(ed25519.PublicKey), protocol.EvidenceSigningBytes(canon), raw))
+	_, err := protocol.SignEvidence([]byte(`{"subject":"obl_other","delivered":"report v1"}`), subject, key)
+	fmt.Println(err != nil)
+	// Output:
+	// {"delivered":"report v1","subject":"obl_01JEXAMPLE0000000000000000"}
+	// true
+	// true
+}
+
+// The premium of a policy: the schedule's rate of the limit, rounded up,
+// at least the minimum.
+func ExampleInsuranceSchedule_Premium() {
+	s := protocol.InsuranceSchedule{RateBps: 300, MinPremiumMinor: 100}
+	for _, limit := range []int64{1_000, 5_000, 10_001} {
+		fmt.Println(limit, "→", s.Premium(limit))
+	}
+	// Output:
+	// 1000 → 100
+	// 5000 → 150
+	// 10001 → 301
+}
+
+// The bytes a counterparty signs to accept terms: the terms' canonical
+// JSON, typed so they can never be read as an offer or a rejection.
+func ExampleTermsSigningBytes() {
+	t := &protocol.TwoPartyTerms{ID: "trm_01JEXAMPLE000000000000000", Agent: strings.Repeat("a", 64), Counterparty: strings.Repeat("b", 64),
+		TermsBody: protocol.TermsBody{Payee: "acct:seller.example", Amount: pay.Amount{Minor: 2500, Currency: "USD"},
+			Description: "a market report", ValidUntil: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}}
+	b, _ := protocol.TermsSigningBytes(t)
+	fmt.Println(strings.ReplaceAll(string(b), strings.Repeat("a", 64), "a…"))
+	// Output:
+	// {"agent":"a…","amount":{"currency":"USD","minor":2500},"counterparty":"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb","description":"a market report","payee":"acct:seller.example","ref":"trm_01JEXAMPLE000000000000000","type":"countersign.terms.v1","validUntil":"2026-12-01T00:00:00Z"}
+}
