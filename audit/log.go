@@ -74,6 +74,14 @@ type Options struct {
 	// Logger receives the Log's own diagnostics. The default is
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Committed, if set, is called after each transaction run through
+	// [Log.Update] commits, with the entries it appended, in order; metrics
+	// derived from the record hang here. It runs on the caller's goroutine
+	// after the commit, so it must be cheap and must not block. Entries
+	// appended through the store's own Update (followed by Notify) are not
+	// reported.
+	Committed func([]Entry)
 }
 
 // Log is the signed, hash-linked, Merkle-tree record kept in a
@@ -88,6 +96,7 @@ type Log struct {
 	signer   note.Signer // nil for a reader
 	now      func() time.Time
 	logger   *slog.Logger
+	observe  func([]Entry)
 	cursorID [8]byte // binds cursors to origin; see cursor.go
 
 	closed atomic.Bool
@@ -204,7 +213,7 @@ func newLog(st store.Store, pub ed25519.PublicKey, opts *Options) (*Log, error) 
 	}
 	l := &Log{
 		st: st, pub: pub, origin: o.Origin, vkey: vkey, verifier: v,
-		now: o.Now, logger: o.Logger, done: make(chan struct{}),
+		now: o.Now, logger: o.Logger, observe: o.Committed, done: make(chan struct{}),
 	}
 	l.cursorID = cursorID(o.Origin)
 	return l, nil
@@ -318,11 +327,14 @@ func (l *Log) Append(txn store.Txn, r Record) (Entry, error) {
 	if err := txn.Set(headKey, encodeHead(head{size: e.Seq, hash: hash})); err != nil {
 		return Entry{}, fmt.Errorf("audit: append: %w", err)
 	}
-	if t, ok := txn.(*trackedTxn); ok {
-		t.appended = true
-	}
 	e.Hash = hex.EncodeToString(hash[:])
 	e.Sig = encodeSig(sig)
+	if t, ok := txn.(*trackedTxn); ok {
+		t.appended = true
+		if l.observe != nil {
+			t.entries = append(t.entries, e)
+		}
+	}
 	return e, nil
 }
 
@@ -331,6 +343,7 @@ func (l *Log) Append(txn store.Txn, r Record) (Entry, error) {
 type trackedTxn struct {
 	store.Txn
 	appended bool
+	entries  []Entry // appended in this attempt, when Options.Committed is set
 }
 
 // Update runs fn in a store transaction (st.Update) and, when it commits
@@ -341,6 +354,7 @@ func (l *Log) Update(ctx context.Context, fn func(store.Txn) error) error {
 		return err
 	}
 	var appended atomic.Bool // set from the store's goroutine, read here
+	var last *trackedTxn     // the latest attempt; the one that committed if err is nil
 	err := l.st.Update(ctx, func(txn store.Txn) error {
 		t := &trackedTxn{Txn: txn}
 		err := fn(t)
@@ -349,10 +363,14 @@ func (l *Log) Update(ctx context.Context, fn func(store.Txn) error) error {
 			// missed one is not.
 			appended.Store(true)
 		}
+		last = t
 		return err
 	})
 	if err == nil && appended.Load() {
 		l.Notify()
+		if l.observe != nil && last != nil && len(last.entries) > 0 {
+			l.observe(last.entries)
+		}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -96,7 +97,11 @@ collect:
 	}
 
 	wrote := !batch.Empty()
+	start := time.Now()
 	err := s.commitBatch(batch)
+	if wrote && s.onCommit != nil {
+		s.onCommit(CommitInfo{Txns: len(members), Sync: time.Since(start), Err: err})
+	}
 	if err == nil {
 		if wrote {
 			s.groups.Add(1)

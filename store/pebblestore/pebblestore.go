@@ -61,6 +61,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -99,6 +100,22 @@ type Options struct {
 	// CacheSize is the size in bytes of Pebble's block cache. The default
 	// (0) is DefaultCacheSize.
 	CacheSize int64
+
+	// OnCommit, if set, is called by the committer after every group
+	// commit that wrote something, with what it cost; metrics hang here.
+	// It runs on the committer goroutine between groups, so it must be
+	// cheap and must not call back into the store.
+	OnCommit func(CommitInfo)
+}
+
+// CommitInfo describes one group commit, for [Options.OnCommit].
+type CommitInfo struct {
+	// Txns is the number of transactions the group made durable.
+	Txns int
+	// Sync is how long writing and syncing the group's batch took.
+	Sync time.Duration
+	// Err is the commit's error; after one the store has failed.
+	Err error
 }
 
 // DefaultCacheSize is the [Options.CacheSize] used when it is zero. The
@@ -123,6 +140,7 @@ type Store struct {
 	db       *pebble.DB
 	logger   *slog.Logger
 	maxGroup int
+	onCommit func(CommitInfo)
 
 	// reqs carries queued transactions to the committer, in arrival order.
 	reqs chan *request
@@ -213,6 +231,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		exclusive:     make(chan *exclusiveJob),
 		logger:        o.Logger,
 		maxGroup:      o.MaxGroup,
+		onCommit:      o.OnCommit,
 		reqs:          make(chan *request, o.MaxGroup),
 		stop:          make(chan struct{}),
 		committerDone: make(chan struct{}),
