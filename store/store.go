@@ -99,6 +99,55 @@ type Shredder interface {
 	Shred(ctx context.Context, spans [][2][]byte) error
 }
 
+// Committer is an optional interface of a [Txn] whose driver commits
+// several transactions at once (group commit) or wants to let the layers
+// above attach work to the end of a commit. Package audit uses it to sign
+// one checkpoint per commit instead of one signature per entry; without
+// it, audit signs a checkpoint in every transaction that appends, which is
+// correct and slower.
+type Committer interface {
+	// BeforeCommit registers fn to run once after the function of every
+	// transaction that commits together with this one has run, and before
+	// that commit is made durable, as part of the same atomic commit: fn's
+	// writes commit exactly when those transactions do. fn sees all their
+	// writes. Registrations under an equal key (compared with ==) in one
+	// commit run once, at the position of the first. A registration by a
+	// transaction whose function fails, or that is withdrawn, is dropped
+	// with its writes. If fn returns an error, none of the transactions of
+	// that commit is committed and each of their Updates returns the error.
+	// fn must not call BeforeCommit.
+	BeforeCommit(key any, fn func(Txn) error)
+}
+
+// Deferrer is an optional interface of a [Store] whose commits go through
+// one ordered durable log, so that a commit that is not yet durable becomes
+// durable no later than any commit made after it.
+//
+// UpdateDeferred is [Store.Update], except that it may return before the
+// commit is durable. Its writes are visible to every transaction that
+// starts after it returns, and a crash can lose them only together with
+// every commit made after it returned: a state in which a later commit
+// survived and this one did not never exists. If the commit can never be
+// made durable (a failed fsync), the store fails as for Update.
+//
+// It is for bookkeeping whose loss, together with everything after it, is
+// harmless: package settle/fake keeps its simulated rail's ledger this
+// way, because the money path records the rail's answer in a later,
+// synchronous commit, and a crash before that commit leaves the payment
+// settling and asks the rail again, which then has no record of it.
+type Deferrer interface {
+	UpdateDeferred(ctx context.Context, fn func(Txn) error) error
+}
+
+// UpdateDeferred runs fn through st's [Deferrer] when it has one, and
+// through Update otherwise (which is stronger).
+func UpdateDeferred(ctx context.Context, st Store, fn func(Txn) error) error {
+	if d, ok := st.(Deferrer); ok {
+		return d.UpdateDeferred(ctx, fn)
+	}
+	return st.Update(ctx, fn)
+}
+
 // Reader reads from a snapshot or a transaction.
 type Reader interface {
 	// Get returns a copy of the value stored under key, or an error

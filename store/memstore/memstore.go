@@ -36,6 +36,7 @@ import (
 	"sync"
 
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/internal/commithook"
 	"github.com/countersign/countersign/store/internal/ordered"
 )
 
@@ -115,7 +116,10 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
 			return err
 		}
 		tx := &txn{base: &s.data}
-		_ = fn(tx) // a spurious attempt: its result and writes are discarded
+		if fn(tx) == nil { // a spurious attempt: its result and writes are discarded
+			tx.inHook = true
+			_ = tx.hooks.Run(tx)
+		}
 		tx.done = true
 	}
 	if err := ctx.Err(); err != nil {
@@ -123,6 +127,11 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
 	}
 	tx := &txn{base: &s.data}
 	err := fn(tx)
+	if err == nil {
+		// Each Update is its own commit: its hooks run at its end.
+		tx.inHook = true
+		err = tx.hooks.Run(tx)
+	}
 	tx.done = true
 	if err != nil {
 		return err
@@ -196,6 +205,21 @@ type txn struct {
 	// done is set when fn has returned, to catch a Txn kept past its
 	// transaction (a caller bug that would otherwise race with commits).
 	done bool
+	// hooks run after fn, in the same transaction (store.Committer);
+	// inHook is set while they do, when BeforeCommit is refused.
+	hooks  commithook.List
+	inHook bool
+}
+
+var _ store.Committer = (*txn)(nil)
+
+// BeforeCommit implements [store.Committer]: every Update is its own
+// commit, so fn runs at the end of this transaction.
+func (t *txn) BeforeCommit(key any, fn func(store.Txn) error) {
+	if t.done || t.inHook {
+		panic("memstore: BeforeCommit called after the transaction's function returned")
+	}
+	t.hooks.Add(key, fn)
 }
 
 var errTxnDone = fmt.Errorf("memstore: transaction used after its function returned")

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/internal/commithook"
 	"github.com/countersign/countersign/store/internal/ordered"
 )
 
@@ -27,6 +28,10 @@ type request struct {
 	ctx   context.Context
 	fn    func(store.Txn) error
 	state atomic.Int32
+	// deferred asks for an answer once the group is applied, before its
+	// fsync completes (UpdateDeferred).
+	deferred bool
+	answered bool // by the committer only
 
 	// Set by the committer before it closes done.
 	err      error
@@ -35,7 +40,14 @@ type request struct {
 	done     chan struct{}
 }
 
+// answer tells r's caller its outcome, once: a deferred member answered
+// before its group's fsync is not answered again if that fsync fails.
+// Only the committer calls it.
 func (r *request) answer(err error) {
+	if r.answered {
+		return
+	}
+	r.answered = true
 	r.err = err
 	close(r.done)
 }
@@ -65,7 +77,8 @@ type exclusiveJob struct {
 }
 
 // commitGroup runs first and whatever else is queued, up to maxGroup
-// transactions, against one batch, and commits them together.
+// transactions, against one batch, runs the hooks they registered
+// (store.Committer), and commits them together.
 func (s *Store) commitGroup(first *request) {
 	if err := s.failure(); err != nil {
 		// Drain: nothing more is written once the store has failed.
@@ -75,8 +88,9 @@ func (s *Store) commitGroup(first *request) {
 
 	batch := s.db.NewIndexedBatch()
 	var members []*request // transactions whose function succeeded
+	var hooks commithook.List
 	run := func(r *request) {
-		if err := s.runTxn(r, batch); err != nil || r.panicked {
+		if err := s.runTxn(r, batch, &hooks); err != nil || r.panicked {
 			// Its writes never reached the batch; answer now.
 			r.answer(err)
 			return
@@ -95,10 +109,21 @@ collect:
 			break collect
 		}
 	}
+	if hooks.Len() > 0 {
+		if err := s.runHooks(batch, &hooks); err != nil {
+			// The hooks' writes cover the whole group (a checkpoint over
+			// its entries): without them nothing of it may commit.
+			closeBatch(batch)
+			for _, r := range members {
+				r.answer(err)
+			}
+			return
+		}
+	}
 
 	wrote := !batch.Empty()
 	start := time.Now()
-	err := s.commitBatch(batch)
+	err := s.commitBatch(batch, members)
 	if wrote && s.onCommit != nil {
 		s.onCommit(CommitInfo{Txns: len(members), Sync: time.Since(start), Err: err})
 	}
@@ -112,6 +137,24 @@ collect:
 	for _, r := range members {
 		r.answer(err)
 	}
+}
+
+// runHooks runs the group's commit hooks in one more transaction over
+// batch and folds its writes in. A panic in a hook fails the group like an
+// error.
+func (s *Store) runHooks(batch *pebble.Batch, hooks *commithook.List) (err error) {
+	tx := &txn{reader: reader{batch: batch}, noHooks: true}
+	defer func() {
+		tx.finish()
+		if p := recover(); p != nil {
+			err = fmt.Errorf("pebblestore: commit hook panicked: %v", p)
+		}
+	}()
+	if err := hooks.Run(tx); err != nil {
+		return err
+	}
+	fold(tx, batch)
+	return nil
 }
 
 // take claims r for the committer and passes it to do, unless its caller
@@ -130,7 +173,7 @@ func (s *Store) take(r *request, do func(*request)) {
 // runTxn runs r's function in a transaction over batch and, if it returns
 // nil and r's ctx is still live, folds its writes into batch. A panic in the
 // function is recorded in r for its caller to re-raise.
-func (s *Store) runTxn(r *request, batch *pebble.Batch) (err error) {
+func (s *Store) runTxn(r *request, batch *pebble.Batch, hooks *commithook.List) (err error) {
 	tx := &txn{reader: reader{batch: batch}}
 	defer func() {
 		tx.finish()
@@ -146,6 +189,13 @@ func (s *Store) runTxn(r *request, batch *pebble.Batch) (err error) {
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
+	fold(tx, batch)
+	hooks.Merge(&tx.hooks)
+	return nil
+}
+
+// fold writes tx's pending writes into batch.
+func fold(tx *txn, batch *pebble.Batch) {
 	var ferr error
 	tx.pending.Ascend(func(e ordered.Entry) {
 		if ferr != nil {
@@ -161,12 +211,13 @@ func (s *Store) runTxn(r *request, batch *pebble.Batch) (err error) {
 		// A half-folded transaction would poison the whole group.
 		panic(fmt.Sprintf("pebblestore: writing to an in-memory batch failed: %v", ferr))
 	}
-	return nil
 }
 
-// commitBatch makes batch durable and releases it. An error fails the
-// store and is returned wrapped in ErrFailed.
-func (s *Store) commitBatch(batch *pebble.Batch) (err error) {
+// commitBatch makes batch durable and releases it. Deferred members are
+// answered as soon as the batch is applied, before its fsync completes
+// (see store.Deferrer). An error fails the store and is returned wrapped in
+// ErrFailed.
+func (s *Store) commitBatch(batch *pebble.Batch, members []*request) (err error) {
 	defer func() {
 		// Pebble reports a failed WAL write or sync through Logger.Fatalf,
 		// which our adapter turns into a panic (see Open). The panic value
@@ -179,7 +230,27 @@ func (s *Store) commitBatch(batch *pebble.Batch) (err error) {
 	if batch.Empty() {
 		return nil // only read-only or failed transactions: nothing to sync
 	}
-	if err := s.db.Apply(batch, pebble.Sync); err != nil {
+	deferred := false
+	for _, r := range members {
+		deferred = deferred || r.deferred
+	}
+	if !deferred {
+		if err := s.db.Apply(batch, pebble.Sync); err != nil {
+			return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
+		}
+		return nil
+	}
+	if err := s.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
+		return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
+	}
+	// Applied: every later group is ordered after it in the WAL, so a
+	// deferred member's writes can be lost only with everything after.
+	for _, r := range members {
+		if r.deferred {
+			r.answer(nil)
+		}
+	}
+	if err := batch.SyncWait(); err != nil {
 		return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
 	}
 	return nil

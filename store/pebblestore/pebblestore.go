@@ -274,9 +274,24 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 	return fn(r)
 }
 
+var _ store.Deferrer = (*Store)(nil)
+
+// UpdateDeferred implements [store.Deferrer]: the transaction is group
+// committed like any other, and its caller is answered once the group's
+// batch is applied to Pebble's log and memtable, before the fsync that
+// makes it durable completes. Pebble's write-ahead log is one ordered
+// file, so any later group's fsync covers it too.
+func (s *Store) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
+	return s.update(ctx, fn, true)
+}
+
 // Update runs fn in a serializable transaction, group-committed with
 // concurrent ones; see the package documentation. fn runs at most once.
 func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
+	return s.update(ctx, fn, false)
+}
+
+func (s *Store) update(ctx context.Context, fn func(store.Txn) error, deferred bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -288,7 +303,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
 		return err
 	}
 
-	req := &request{ctx: ctx, fn: fn, done: make(chan struct{})}
+	req := &request{ctx: ctx, fn: fn, deferred: deferred, done: make(chan struct{})}
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():

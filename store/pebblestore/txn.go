@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/internal/commithook"
 	"github.com/countersign/countersign/store/internal/ordered"
 )
 
@@ -177,6 +178,22 @@ func (it *iter) Close() error {
 type txn struct {
 	reader
 	pending ordered.Map
+	// hooks are this transaction's BeforeCommit registrations, merged
+	// into the group's if its function succeeds; noHooks refuses them in
+	// the group's own hook transaction.
+	hooks   commithook.List
+	noHooks bool
+}
+
+var _ store.Committer = (*txn)(nil)
+
+// BeforeCommit implements [store.Committer]: fn runs once per group, after
+// every member's function, in the group's batch.
+func (t *txn) BeforeCommit(key any, fn func(store.Txn) error) {
+	if t.done || t.noHooks {
+		panic("pebblestore: BeforeCommit called from a commit hook or after the transaction's function returned")
+	}
+	t.hooks.Add(key, fn)
 }
 
 func (t *txn) Get(key []byte) ([]byte, error) {

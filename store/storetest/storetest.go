@@ -97,6 +97,9 @@ var tests = []struct {
 	{"SetCopiesArguments", testSetCopies},
 	{"GetReturnsCopy", testGetReturnsCopy},
 	{"ManyKeys", testManyKeys},
+	{"CommitHooks", testCommitHooks},
+	{"CommitHookError", testCommitHookError},
+	{"Deferred", testDeferred},
 	{"Close", testClose},
 }
 
@@ -987,4 +990,142 @@ func testReopenConcurrent(t *testing.T, open func(*testing.T, string) store.Stor
 	if got, want := all(t, st), m.scan(nil, nil, false); !slices.Equal(got, want) {
 		t.Fatalf("after reopen: %d keys, want %d", len(got), len(want))
 	}
+}
+
+// testCommitHooks checks store.Committer, when the driver's transactions
+// implement it: concurrent transactions each write a marker and register
+// the same hook, which counts the markers and writes the count. Whatever
+// the grouping, after every Update has returned the count must include
+// every marker (the last commit's hook saw them all), the hook must have
+// run at least once per distinct commit and never for a failed function,
+// and its writes commit with the group.
+func testCommitHooks(t *testing.T, st store.Store) {
+	supported := false
+	update(t, st, func(tx store.Txn) error {
+		_, supported = tx.(store.Committer)
+		return nil
+	})
+	if !supported {
+		t.Skip("the driver's transactions do not implement store.Committer")
+	}
+	type hookKey struct{}
+	count := func(tx store.Txn) error {
+		it := tx.Iterate([]byte("hook/m/"), store.PrefixEnd([]byte("hook/m/")), false)
+		n := 0
+		for it.Next() {
+			n++
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		return tx.Set([]byte("hook/count"), []byte(strconv.Itoa(n)))
+	}
+	const writers = 24
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			err := st.Update(context.Background(), func(tx store.Txn) error {
+				if err := tx.Set([]byte(fmt.Sprintf("hook/m/%02d", g)), []byte("x")); err != nil {
+					return err
+				}
+				tx.(store.Committer).BeforeCommit(hookKey{}, count)
+				return nil
+			})
+			if err != nil {
+				t.Errorf("writer %d: %v", g, err)
+			}
+		})
+	}
+	wg.Wait()
+	// A failing transaction's hook never runs: it would count its marker.
+	err := st.Update(context.Background(), func(tx store.Txn) error {
+		if err := tx.Set([]byte("hook/m/zz"), []byte("x")); err != nil {
+			return err
+		}
+		tx.(store.Committer).BeforeCommit(hookKey{}, count)
+		return errors.New("refused")
+	})
+	if err == nil {
+		t.Fatal("a failing function committed")
+	}
+	view(t, st, func(r store.Reader) error {
+		if v, err := getString(r, "hook/count"); err != nil || v != strconv.Itoa(writers) {
+			t.Errorf("hook/count = %q, %v; want %d (the last commit's hook sees every marker)", v, err, writers)
+		}
+		return nil
+	})
+}
+
+// testCommitHookError checks that a hook's error aborts the transaction
+// that registered it.
+func testCommitHookError(t *testing.T, st store.Store) {
+	errHook := errors.New("hook refused")
+	err := st.Update(context.Background(), func(tx store.Txn) error {
+		c, ok := tx.(store.Committer)
+		if !ok {
+			return nil
+		}
+		if err := tx.Set([]byte("hookerr/k"), []byte("v")); err != nil {
+			return err
+		}
+		c.BeforeCommit(1, func(tx store.Txn) error { return errHook })
+		return nil
+	})
+	if err == nil {
+		update(t, st, func(tx store.Txn) error {
+			if _, ok := tx.(store.Committer); ok {
+				t.Error("Update returned nil although a commit hook failed")
+			}
+			return nil
+		})
+		return
+	}
+	if !errors.Is(err, errHook) {
+		t.Errorf("Update = %v, want the hook's error", err)
+	}
+	view(t, st, func(r store.Reader) error {
+		if _, err := r.Get([]byte("hookerr/k")); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the aborted transaction's write is visible: %v", err)
+		}
+		return nil
+	})
+}
+
+// testDeferred checks store.UpdateDeferred (the driver's Deferrer or the
+// Update fallback): its writes are visible to the next transaction at once,
+// and to Views once a later Update has returned.
+func testDeferred(t *testing.T, st store.Store) {
+	for i := range 20 {
+		k := []byte(fmt.Sprintf("deferred/%02d", i))
+		if err := store.UpdateDeferred(context.Background(), st, func(tx store.Txn) error {
+			return tx.Set(k, []byte("v"))
+		}); err != nil {
+			t.Fatalf("UpdateDeferred: %v", err)
+		}
+		update(t, st, func(tx store.Txn) error {
+			if _, err := tx.Get(k); err != nil {
+				t.Errorf("the next transaction does not see the deferred write %s: %v", k, err)
+			}
+			return tx.Set([]byte("deferred/after"), []byte(strconv.Itoa(i)))
+		})
+		view(t, st, func(r store.Reader) error {
+			if _, err := r.Get(k); err != nil {
+				t.Errorf("a View after a later Update does not see the deferred write %s: %v", k, err)
+			}
+			return nil
+		})
+	}
+	// A failing function writes nothing.
+	if err := store.UpdateDeferred(context.Background(), st, func(tx store.Txn) error {
+		_ = tx.Set([]byte("deferred/no"), []byte("v"))
+		return errors.New("refused")
+	}); err == nil {
+		t.Fatal("UpdateDeferred of a failing function returned nil")
+	}
+	update(t, st, func(tx store.Txn) error {
+		if _, err := tx.Get([]byte("deferred/no")); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("a failed deferred transaction's write is visible: %v", err)
+		}
+		return nil
+	})
 }
