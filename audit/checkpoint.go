@@ -120,8 +120,9 @@ func VerifyCheckpoint(verifierKey string, c Checkpoint) error {
 	return nil
 }
 
-// Checkpoint returns a signed checkpoint for the current tree.
-// On a reader it returns ErrReadOnly.
+// Checkpoint returns a signed checkpoint for the current tree: the one
+// stored with the newest commit, or, for a log written before checkpoints
+// were stored, one signed now. On a reader it returns ErrReadOnly.
 func (l *Log) Checkpoint(ctx context.Context) (Checkpoint, error) {
 	if err := l.checkOpen(); err != nil {
 		return Checkpoint{}, err
@@ -131,17 +132,28 @@ func (l *Log) Checkpoint(ctx context.Context) (Checkpoint, error) {
 	}
 	var size uint64
 	var root tlog.Hash
+	var stored Checkpoint
+	var have bool
 	err := l.st.View(ctx, func(r store.Reader) error {
 		h, err := readHead(r)
 		if err != nil {
 			return err
 		}
 		size = h.size
+		if cp, _, ok, err := l.storedCheckpoint(r, false); err != nil {
+			return err
+		} else if ok && cp.TreeSize == size {
+			stored, have = cp, true
+			return nil
+		}
 		root, err = tlog.TreeHash(int64(size), hashReader{r})
 		return err
 	})
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("audit: checkpoint: %w", err)
+	}
+	if have {
+		return stored, nil
 	}
 	return l.signCheckpoint(size, root)
 }
@@ -293,9 +305,10 @@ func decodeHashes(ss []string) ([]tlog.Hash, error) {
 }
 
 // VerifyInclusion checks, with nothing but the log's verifier key, that e
-// is a genuine entry of the log: that e hashes to e.Hash, that e.Sig is
-// the record key's signature over it, that p's checkpoint is signed by the
-// key, and that p proves e's leaf is in that checkpoint's tree. A failure
+// is a genuine entry of the log: that e hashes to e.Hash, that e.Sig, if
+// the entry carries one, is the record key's signature over it, that p's
+// checkpoint is signed by the key, and that p proves e's leaf is in that
+// checkpoint's tree. A failure
 // wraps ErrTampered, except for a malformed verifier key.
 func VerifyInclusion(verifierKey string, e Entry, p InclusionProof) error {
 	v, pub, err := parseVerifierKey(verifierKey)
@@ -305,7 +318,7 @@ func VerifyInclusion(verifierKey string, e Entry, p InclusionProof) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("audit: verify inclusion of seq %d: %s: %w", e.Seq, fmt.Sprintf(format, args...), ErrTampered)
 	}
-	hash, err := checkServedEntry(pub, e, true)
+	hash, err := checkServedEntry(pub, e, e.Sig != "")
 	if err != nil {
 		return fail("%v", err)
 	}

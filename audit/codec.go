@@ -23,6 +23,7 @@ import (
 //	audit/e/<seq, 8 bytes big-endian>   stored entry (see encodeStored)
 //	audit/t/<leaf, 8 bytes big-endian>  tlog stored hashes written with leaf
 //	audit/head                          size (8 bytes BE) ‖ newest entry hash (32 bytes)
+//	audit/cp                            the signed checkpoint of the head (C2SP note text)
 //
 // Big-endian integers make bytewise key order equal numeric order, so a
 // range of entries is one ordered scan.
@@ -30,6 +31,7 @@ var (
 	entryPrefix = []byte("audit/e/")
 	treePrefix  = []byte("audit/t/")
 	headKey     = []byte("audit/head")
+	cpKey       = []byte("audit/cp")
 )
 
 func entryKey(seq uint64) []byte {
@@ -40,17 +42,26 @@ func treeKey(leaf uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), treePrefix...), leaf)
 }
 
-// Stored entry value:
+// Stored entry value, in one of two formats:
 //
-//	[0]      format, storedFormat
+//	format 1 (storedSigned): an entry signed on its own
+//	[0]      1
 //	[1:33]   entry hash (raw SHA-256)
-//	[33:97]  Ed25519 signature
+//	[33:97]  Ed25519 signature over the 32 hash bytes
 //	[97:]    canonical body: the RFC 8785 JSON of the entry without hash and sig
+//
+//	format 2 (storedCovered): an entry covered by the log's checkpoint
+//	[0]      2
+//	[1:33]   entry hash (raw SHA-256)
+//	[33:]    canonical body
 //
 // Keeping the canonical body means the hash is checked by hashing stored
 // bytes, without re-running JCS (see the package doc, "Storage layout").
+// Every entry written before checkpoints were kept per commit is in format
+// 1; since then only entries appended with Record.Signed are.
 const (
-	storedFormat  = 1
+	storedSigned  = 1
+	storedCovered = 2
 	storedHashOff = 1
 	storedSigOff  = storedHashOff + sha256.Size
 	storedBodyOff = storedSigOff + 64
@@ -95,22 +106,31 @@ func encodeHead(h head) []byte {
 }
 
 // encodeStored builds the stored value for an entry from its canonical
-// body, raw hash and raw signature.
+// body, raw hash and raw signature (nil for an entry the checkpoint
+// covers).
 func encodeStored(body []byte, hash [32]byte, sig []byte) []byte {
 	v := make([]byte, 0, storedBodyOff+len(body))
-	v = append(v, storedFormat)
+	if sig == nil {
+		v = append(v, storedCovered)
+	} else {
+		v = append(v, storedSigned)
+	}
 	v = append(v, hash[:]...)
 	v = append(v, sig...)
 	return append(v, body...)
 }
 
-// storedParts splits a stored value without copying. It checks only the
+// storedParts splits a stored value without copying; sig is nil for an
+// entry stored without a signature of its own. It checks only the
 // framing, not the body.
 func storedParts(seq uint64, v []byte) (hash, sig, body []byte, err error) {
-	if len(v) < storedBodyOff+2 || v[0] != storedFormat {
-		return nil, nil, nil, &TamperError{Seq: seq, Reason: "stored entry is not in the stored format"}
+	switch {
+	case len(v) >= storedBodyOff+2 && v[0] == storedSigned:
+		return v[storedHashOff:storedSigOff], v[storedSigOff:storedBodyOff], v[storedBodyOff:], nil
+	case len(v) >= storedSigOff+2 && v[0] == storedCovered:
+		return v[storedHashOff:storedSigOff], nil, v[storedSigOff:], nil
 	}
-	return v[storedHashOff:storedSigOff], v[storedSigOff:storedBodyOff], v[storedBodyOff:], nil
+	return nil, nil, nil, &TamperError{Seq: seq, Reason: "stored entry is not in the stored format"}
 }
 
 // decodeStored turns the stored value of entry seq into the served Entry,
@@ -131,7 +151,9 @@ func decodeStored(seq uint64, v []byte) (Entry, error) {
 		return Entry{}, err
 	}
 	e.Hash = hex.EncodeToString(hash)
-	e.Sig = base64.RawURLEncoding.EncodeToString(sig)
+	if sig != nil {
+		e.Sig = base64.RawURLEncoding.EncodeToString(sig)
+	}
 	return e, nil
 }
 
@@ -343,7 +365,7 @@ func appendEntry(b []byte, e *Entry, data []byte, full bool) []byte {
 	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, e.Seq, 10)
-	if full {
+	if full && e.Sig != "" { // omitted when empty, as encoding/json does
 		b = append(b, `,"sig":`...)
 		b = jcsenc.AppendString(b, e.Sig)
 	}

@@ -12,6 +12,11 @@ import (
 // the first bad sequence number.
 var ErrTampered = errors.New("audit: record tampered")
 
+// ErrNoSignature is returned by [VerifyEntry] for an entry that has no
+// signature of its own: the log's signed checkpoint covers it, and
+// [VerifyInclusion] verifies it with an inclusion proof.
+var ErrNoSignature = errors.New("audit: the entry carries no signature of its own; verify it by an inclusion proof")
+
 // ErrNotFound is returned when an entry with the asked sequence number does
 // not exist (yet). It wraps nothing; check with errors.Is.
 var ErrNotFound = errors.New("audit: no such entry")
@@ -58,14 +63,26 @@ type Record struct {
 	RequestID string          // optional: the X-Request-Id of the causing request
 	Rationale string          // optional: an operator's stated reason
 	Data      json.RawMessage // optional: type-specific JSON object
+	// Signed asks for a signature of the entry's own (Entry.Sig), for an
+	// entry handed out as a standalone artifact that must verify without
+	// an inclusion proof (a memory record's seal). It costs one Ed25519
+	// signature in the transaction; every other entry is covered by the
+	// checkpoint signed once per commit.
+	Signed bool
 }
 
-// Entry is one signed, hash-linked item of the record, exactly as served.
+// Entry is one hash-linked item of the record, exactly as served.
 //
 // Hash is the lowercase hex SHA-256 of the RFC 8785 canonical JSON of the
 // entry without "hash" and "sig"; Prev is the previous entry's Hash (64
-// zeros for seq 1); Sig is the base64url (no padding) Ed25519 signature by
-// the record key over the 32 raw hash bytes.
+// zeros for seq 1). The record key signs the log's checkpoint once per
+// commit, and the checkpoint's Merkle root commits to every entry, so an
+// entry is verified by an inclusion proof against a signed checkpoint
+// ([VerifyInclusion]) or by verifying the whole log. Sig is present only
+// on an entry signed on its own (appended with [Record].Signed, or written
+// before checkpoints were kept per commit): the base64url (no padding)
+// Ed25519 signature by the record key over the 32 raw hash bytes, which
+// [VerifyEntry] checks with the key alone.
 type Entry struct {
 	Seq       uint64          `json:"seq"`
 	At        string          `json:"at"` // RFC 3339, UTC, exactly 6 fractional digits
@@ -77,7 +94,7 @@ type Entry struct {
 	Data      json.RawMessage `json:"data,omitempty"`
 	Prev      string          `json:"prev"`
 	Hash      string          `json:"hash"`
-	Sig       string          `json:"sig"`
+	Sig       string          `json:"sig,omitempty"`
 }
 
 // Page is one page of entries in ascending seq order.

@@ -119,9 +119,12 @@ type Log struct {
 // Open returns a Log that appends to and reads from st, signing with key
 // (the deployment's record key). It does not take ownership of st.
 //
-// If st already holds entries, Open checks that the newest one is signed by
-// key and returns an error matching ErrKeyMismatch otherwise, so a
-// misconfigured key cannot extend a log it did not write.
+// If st already holds entries, Open checks that the stored checkpoint is
+// signed by key and states the stored tree at the head (or, for a log
+// written before checkpoints were stored, that the newest entry is signed
+// by key), and returns an error matching ErrKeyMismatch otherwise, so a
+// misconfigured key cannot extend a log it did not write; a checkpoint
+// that does not match the stored tree is an ErrTampered.
 func Open(ctx context.Context, st store.Store, key ed25519.PrivateKey, opts *Options) (*Log, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("audit: open: private key has %d bytes, want %d", len(key), ed25519.PrivateKeySize)
@@ -134,29 +137,17 @@ func Open(ctx context.Context, st store.Store, key ed25519.PrivateKey, opts *Opt
 	l.priv = key
 	l.signer = &noteSigner{name: l.origin, hash: l.verifier.KeyHash(), key: key}
 
-	var last []byte
 	var size uint64
 	err = st.View(ctx, func(r store.Reader) error {
 		h, err := readHead(r)
-		if err != nil || h.size == 0 {
+		if err != nil {
 			return err
 		}
 		size = h.size
-		last, err = r.Get(entryKey(h.size))
-		if err != nil {
-			return fmt.Errorf("audit: open: read entry %d: %w", h.size, err)
-		}
-		return nil
+		return l.checkCovered(r)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("audit: open: %w", err)
-	}
-	if size > 0 {
-		hash, sig, _, err := storedParts(size, last)
-		if err != nil || !ed25519.Verify(pub, hash, sig) {
-			return nil, fmt.Errorf("%w: the newest entry (seq %d) is not signed by this key; "+
-				"check the configured record key, or run verify", ErrKeyMismatch, size)
-		}
 	}
 	l.logger.DebugContext(ctx, "audit log opened",
 		slog.String("origin", l.origin), slog.Uint64("size", size))
@@ -256,7 +247,9 @@ func (l *Log) checkOpen() error {
 // Append adds an entry for r inside txn, the caller's transaction, so that
 // the entry commits exactly when the state change it records does. It
 // reads the head from txn, assigns the next seq, the time and prev, hashes
-// and signs the entry, and writes it with its Merkle tree hashes.
+// the entry, and writes it with its Merkle tree hashes; the checkpoint
+// signed when txn commits covers it (see commitcp.go), and only an entry
+// with r.Signed gets a signature of its own.
 //
 // Append keeps nothing between calls but what is in txn, so it is correct
 // when the store re-runs the transaction function. The returned Entry is
@@ -311,7 +304,10 @@ func (l *Log) Append(txn store.Txn, r Record) (Entry, error) {
 		return Entry{}, fmt.Errorf("audit: append: %w: entry is %d bytes, more than %d", ErrInvalidRecord, len(body), maxBodyBytes)
 	}
 	hash := sha256.Sum256(body)
-	sig := ed25519.Sign(l.priv, hash[:])
+	var sig []byte
+	if r.Signed {
+		sig = ed25519.Sign(l.priv, hash[:])
+	}
 
 	leaf := int64(h.size)
 	hashes, err := tlog.StoredHashesForRecordHash(leaf, tlog.RecordHash(hash[:]), hashReader{txn})
@@ -327,8 +323,13 @@ func (l *Log) Append(txn store.Txn, r Record) (Entry, error) {
 	if err := txn.Set(headKey, encodeHead(head{size: e.Seq, hash: hash})); err != nil {
 		return Entry{}, fmt.Errorf("audit: append: %w", err)
 	}
+	if err := l.coverCommit(txn); err != nil {
+		return Entry{}, fmt.Errorf("audit: append: %w", err)
+	}
 	e.Hash = hex.EncodeToString(hash[:])
-	e.Sig = encodeSig(sig)
+	if sig != nil {
+		e.Sig = encodeSig(sig)
+	}
 	if t, ok := txn.(*trackedTxn); ok {
 		t.appended = true
 		if l.observe != nil {

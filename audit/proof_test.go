@@ -222,11 +222,15 @@ func forge(t *testing.T, vkey string, e Entry, p InclusionProof, l *Log) {
 	add("bad leaf hash", nil, func(p *InclusionProof) { p.LeafHash = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=" })
 	add("entry edited", func(e *Entry) { e.Type += "x" }, nil)
 	add("entry data edited", func(e *Entry) { e.Data = json.RawMessage(`{"forged":true}`) }, nil)
-	add("entry sig", func(e *Entry) {
-		b, _ := base64.RawURLEncoding.DecodeString(e.Sig)
-		b[10] ^= 1
-		e.Sig = base64.RawURLEncoding.EncodeToString(b)
-	}, nil)
+	if e.Sig != "" {
+		add("entry sig", func(e *Entry) {
+			b, _ := base64.RawURLEncoding.DecodeString(e.Sig)
+			b[10] ^= 1
+			e.Sig = base64.RawURLEncoding.EncodeToString(b)
+		}, nil)
+	} else {
+		add("forged entry sig", func(e *Entry) { e.Sig = base64.RawURLEncoding.EncodeToString(make([]byte, 64)) }, nil)
+	}
 	add("checkpoint size", nil, func(p *InclusionProof) { p.Checkpoint.TreeSize++; p.TreeSize++ })
 	add("checkpoint root", nil, func(p *InclusionProof) {
 		p.Checkpoint.Note = strings.Replace(p.Checkpoint.Note, p.Checkpoint.RootHash, "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=", 1)

@@ -80,6 +80,9 @@ func VerifyEntry(verifierKey string, e Entry) error {
 	if err != nil {
 		return err
 	}
+	if e.Sig == "" {
+		return fmt.Errorf("audit: verify entry %d: %w", e.Seq, ErrNoSignature)
+	}
 	if _, err := checkServedEntry(pub, e, true); err != nil {
 		return fmt.Errorf("audit: verify entry %d: %v: %w", e.Seq, err, ErrTampered)
 	}

@@ -55,7 +55,7 @@ func TestStatements(t *testing.T) {
 	var e audit.Entry
 	err = lg.Update(t.Context(), func(txn store.Txn) error {
 		var err error
-		e, err = lg.Append(txn, audit.Record{Type: "test.entry", Actor: audit.Actor{Kind: "system", ID: "t"}})
+		e, err = lg.Append(txn, audit.Record{Type: "test.entry", Actor: audit.Actor{Kind: "system", ID: "t"}, Signed: true})
 		return err
 	})
 	if err != nil {
@@ -63,6 +63,20 @@ func TestStatements(t *testing.T) {
 	}
 	if err := audit.VerifyEntry(vk, e); err != nil {
 		t.Fatalf("a fresh entry does not verify: %v", err)
+	}
+	// An entry appended without Signed has no signature of its own: the
+	// checkpoint covers it, and VerifyEntry says so.
+	var plain audit.Entry
+	err = lg.Update(t.Context(), func(txn store.Txn) error {
+		var err error
+		plain, err = lg.Append(txn, audit.Record{Type: "test.entry", Actor: audit.Actor{Kind: "system", ID: "t"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.VerifyEntry(vk, plain); plain.Sig != "" || !errors.Is(err, audit.ErrNoSignature) {
+		t.Fatalf("an entry without Signed: sig %q, VerifyEntry %v; want none and ErrNoSignature", plain.Sig, err)
 	}
 	raw, _ := hex.DecodeString(e.Hash)
 	var h [32]byte
@@ -90,15 +104,16 @@ func ExampleLog_SignStatement() {
 	// false
 }
 
-// VerifyEntry checks one served entry with the verifier key alone: its
-// hash and its signature (not its place in the log: see VerifyInclusion).
+// VerifyEntry checks one entry signed on its own (Record.Signed) with the
+// verifier key alone: its hash and its signature (not its place in the
+// log: see VerifyInclusion, which verifies every entry).
 func ExampleVerifyEntry() {
 	_, key, _ := ed25519.GenerateKey(nil)
 	lg, _ := audit.Open(context.Background(), memstore.New(nil), key, nil)
 	var e audit.Entry
 	_ = lg.Update(context.Background(), func(txn store.Txn) error {
 		var err error
-		e, err = lg.Append(txn, audit.Record{Type: "memory.recorded", Actor: audit.Actor{Kind: "agent", ID: "ak_1"}})
+		e, err = lg.Append(txn, audit.Record{Type: "memory.recorded", Actor: audit.Actor{Kind: "agent", ID: "ak_1"}, Signed: true})
 		return err
 	})
 	fmt.Println(audit.VerifyEntry(lg.VerifierKey(), e) == nil)

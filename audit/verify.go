@@ -305,38 +305,67 @@ func checkFull(pub ed25519.PublicKey, j fullJob) error {
 			return &TamperError{Seq: j.seq, Reason: "stored entry data is not in canonical form"}
 		}
 	}
-	if !ed25519.Verify(pub, hash, sig) {
+	if sig != nil && !ed25519.Verify(pub, hash, sig) {
 		return &TamperError{Seq: j.seq, Reason: "entry signature does not verify"}
 	}
 	return nil
 }
 
-// checkRoot compares the root recomputed from the leaves with the root of a
-// checkpoint for size to.
+// checkRoot compares the root recomputed from the leaves with the stored
+// tree at size to, and checks the stored checkpoint against the stored
+// tree: when to is its size, the recomputed root must be the one it signs.
+// At depth Full the checkpoint's signature is checked too. A log written
+// before checkpoints were stored is checked, as it was then, against a
+// checkpoint signed on the spot (on a writer) or the stored tree.
 func (v *verifier) checkRoot(ctx context.Context, to uint64) error {
-	var stored tlog.Hash
+	var stored, cpStoredRoot, cpRoot tlog.Hash
+	var cp Checkpoint
+	var have bool
 	err := v.l.st.View(ctx, func(r store.Reader) error {
 		var err error
-		stored, err = tlog.TreeHash(int64(to), hashReader{r})
+		if stored, err = tlog.TreeHash(int64(to), hashReader{r}); err != nil {
+			return err
+		}
+		if cp, cpRoot, have, err = v.l.storedCheckpoint(r, false); err != nil || !have {
+			return err
+		}
+		if cp.TreeSize == 0 || cp.TreeSize < to {
+			return &TamperError{Seq: to, Reason: "the stored checkpoint does not cover the verified entries"}
+		}
+		cpStoredRoot, err = tlog.TreeHash(int64(cp.TreeSize), hashReader{r})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	root := stored
+	if v.tree.root() != stored {
+		return &TamperError{Seq: to, Reason: "tree root does not match the stored tree"}
+	}
+	if have {
+		if v.full {
+			if _, cpRoot, err = openCheckpoint(v.l.verifier, cp); err != nil {
+				return &TamperError{Seq: cp.TreeSize, Reason: err.Error()}
+			}
+		}
+		if cpStoredRoot != cpRoot {
+			return &TamperError{Seq: cp.TreeSize, Reason: "the stored tree does not match the signed checkpoint"}
+		}
+		return nil
+	}
 	if v.l.signer != nil {
 		cp, err := v.l.signCheckpoint(to, stored)
 		if err != nil {
 			return err
 		}
+		root := stored
 		if v.full {
 			if _, root, err = openCheckpoint(v.l.verifier, cp); err != nil {
 				return &TamperError{Seq: to, Reason: err.Error()}
 			}
 		}
-	}
-	if v.tree.root() != root {
-		return &TamperError{Seq: to, Reason: "tree root does not match the checkpoint"}
+		if v.tree.root() != root {
+			return &TamperError{Seq: to, Reason: "tree root does not match the checkpoint"}
+		}
 	}
 	return nil
 }

@@ -42,18 +42,19 @@ func TestVerifyNamesTamperedSeq(t *testing.T) {
 		change func([]byte) []byte
 		hashes bool // whether depth Hashes must see it (Full always must)
 	}{
-		{"entry body byte", 7777, entryKey(7777), flipByte(storedBodyOff + 40), true},
+		{"entry body byte", 7777, entryKey(7777), flipByte(storedSigOff + 40), true},
 		{"entry body last byte", 1, entryKey(1), flipByte(-1), true},
 		{"stored entry hash", 4242, entryKey(4242), flipByte(storedHashOff + 3), true},
 		{"stored format byte", 9000, entryKey(9000), flipByte(0), true},
-		{"newest entry", n, entryKey(n), flipByte(storedBodyOff + 10), true},
+		{"newest entry", n, entryKey(n), flipByte(storedSigOff + 10), true},
 		// Leaf 8191 (seq 8192) completes subtrees of 2, 4, ..., 8192 leaves:
 		// it stores 14 hashes. Flip one at level 0 and one at level 13.
 		{"Merkle leaf hash", 8192, treeKey(8191), flipByte(5), true},
 		{"Merkle interior hash", 8192, treeKey(8191), flipByte(13*32 + 31), true},
 		{"Merkle hash truncated", 5000, treeKey(4999), func(v []byte) []byte { return v[:len(v)-1] }, true},
-		{"signature", 1234, entryKey(1234), flipByte(storedSigOff + 10), false},
-		{"first signature", 1, entryKey(1), flipByte(storedSigOff), false},
+		// The checkpoint stored with the newest commit signs them all;
+		// its signature line ends with the base64 signature.
+		{"checkpoint signature", n, cpKey, flipByte(-10), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

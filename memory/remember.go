@@ -239,7 +239,11 @@ func (w *writer) append(typ string, data any) (audit.Entry, error) {
 	if err != nil {
 		return audit.Entry{}, err
 	}
-	return w.s.log.Append(w.txn, audit.Record{Type: typ, Actor: w.actor, RequestID: w.requestID, Data: b})
+	// A record's seal carries its memory.recorded entry, which must verify
+	// on its own wherever the record travels: that entry, alone, is
+	// signed individually; the checkpoint covers the others.
+	return w.s.log.Append(w.txn, audit.Record{Type: typ, Actor: w.actor, RequestID: w.requestID, Data: b,
+		Signed: typ == EntryRecorded})
 }
 
 type recordedData struct {
