@@ -42,7 +42,7 @@ func BenchmarkPayInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rail, err := fake.New("sandbox-card", &fake.Options{Store: st})
+	rail, err := fake.New("sandbox-card", &fake.Options{Store: st, SharedLog: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -296,7 +297,11 @@ func TestProofTampering(t *testing.T) {
 			p.Entries[1].Entry.Data = bytes.Replace(p.Entries[1].Entry.Data, []byte(`"minor":3000`), []byte(`"minor":30`), 1)
 		}, want: "entry 1 (seq"},
 		{name: "entry seq", edit: func(p *EnforcementProof) { p.Entries[2].Entry.Seq++ }, want: "entry 2 (seq"},
-		{name: "entry signature", edit: func(p *EnforcementProof) { p.Entries[1].Entry.Sig = p.Entries[0].Entry.Sig }, want: "entry 1 (seq"},
+		// Entries carry no signature of their own (the checkpoint covers
+		// them); one that claims a forged one is refused.
+		{name: "entry signature", edit: func(p *EnforcementProof) {
+			p.Entries[1].Entry.Sig = base64.RawURLEncoding.EncodeToString(make([]byte, 64))
+		}, want: "entry 1 (seq"},
 		{name: "inclusion path", edit: func(p *EnforcementProof) {
 			hs := p.Entries[0].Inclusion.Hashes
 			hs[0], hs[len(hs)-1] = hs[len(hs)-1], hs[0]

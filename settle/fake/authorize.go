@@ -259,7 +259,7 @@ func (a *authorization) outcome() (settle.Authorization, error) {
 func (r *Rail) authorizeTxn(ctx context.Context, req settle.SettleRequest, p plan, now time.Time) (authorization, error) {
 	ak := r.key(authDir, req.Key)
 	var out authorization
-	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err := r.update(ctx, func(tx store.Txn) error {
 		prev, err := getJSON[authorization](tx, ak)
 		switch {
 		case err == nil:
@@ -317,7 +317,7 @@ func (r *Rail) authorizeTxn(ctx context.Context, req settle.SettleRequest, p pla
 // found expired stays expired).
 func (r *Rail) captureTxn(ctx context.Context, key string, minor int64, p plan, now time.Time) (out payment, refusal, err error) {
 	ak, pk := r.key(authDir, key), r.key(paymentDir, key)
-	err = r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err = r.update(ctx, func(tx store.Txn) error {
 		out, refusal = payment{}, nil
 		a, err := getJSON[authorization](tx, ak)
 		if errors.Is(err, store.ErrNotFound) {
@@ -416,7 +416,7 @@ func (r *Rail) captureTxn(ctx context.Context, key string, minor int64, p plan, 
 // in captureTxn.
 func (r *Rail) voidTxn(ctx context.Context, key string, now time.Time) (out authorization, refusal, err error) {
 	ak := r.key(authDir, key)
-	err = r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err = r.update(ctx, func(tx store.Txn) error {
 		out, refusal = authorization{}, nil
 		a, err := getJSON[authorization](tx, ak)
 		if errors.Is(err, store.ErrNotFound) {
@@ -468,7 +468,7 @@ func (r *Rail) lookupAuthorization(ctx context.Context, key string, now time.Tim
 	}
 	// Persist the expiry, so that what LookupAuthorization has reported
 	// once stays true even if the injected clock is later set back.
-	err = r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err = r.update(ctx, func(tx store.Txn) error {
 		var err error
 		a, err = getJSON[authorization](tx, k)
 		if err != nil {

@@ -218,6 +218,19 @@ type Options struct {
 	// settlement must not run inside the caller's transaction anyway).
 	Store store.Store
 
+	// SharedLog says that Store is also the store in which the caller
+	// records the rail's answers (as the sandbox's rails share the
+	// server's store with the money path). The ledger is then written
+	// with store.UpdateDeferred: a payment does not wait for an fsync of
+	// the rail's own, because the caller's synchronous commit of the
+	// outcome, ordered after it in the store's log, makes both durable at
+	// once, and a crash before that commit loses the rail's entry together
+	// with the outcome, so that the payment is still settling and the next
+	// Lookup finds nothing and sends it again. Leave it false for a ledger
+	// in a store of its own: a real rail never forgets a payment it
+	// answered for.
+	SharedLog bool
+
 	// ReferencePrefix starts every payment and authorization reference the
 	// rail mints; 24 lowercase hex digits follow. At most 16 bytes of
 	// visible ASCII. Default DefaultReferencePrefix.

@@ -121,6 +121,14 @@ func (f *refund) result() settle.RefundResult {
 	}
 }
 
+// update runs one ledger transaction; see [Options.SharedLog].
+func (r *Rail) update(ctx context.Context, fn func(store.Txn) error) error {
+	if r.opts.SharedLog {
+		return store.UpdateDeferred(ctx, r.opts.Store, fn)
+	}
+	return r.opts.Store.Update(ctx, fn)
+}
+
 func (r *Rail) key(dir, id string) []byte { return []byte(r.prefix + dir + id) }
 
 // settleTxn records the payment planned by p, or returns the one already
@@ -128,7 +136,7 @@ func (r *Rail) key(dir, id string) []byte { return []byte(r.prefix + dir + id) }
 func (r *Rail) settleTxn(ctx context.Context, req settle.SettleRequest, p plan, now time.Time) (payment, error) {
 	k := r.key(paymentDir, req.Key)
 	var out payment
-	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err := r.update(ctx, func(tx store.Txn) error {
 		// One key, one use: a hold's key is not free for a payment, even
 		// once its capture has made one.
 		if _, err := tx.Get(r.key(authDir, req.Key)); err == nil {
@@ -194,7 +202,7 @@ func (r *Rail) refundTxn(ctx context.Context, req settle.RefundRequest, now time
 	rk := r.key(refundDir, req.RefundID)
 	pk := r.key(paymentDir, req.Key)
 	var out refund
-	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err := r.update(ctx, func(tx store.Txn) error {
 		prev, err := getJSON[refund](tx, rk)
 		switch {
 		case err == nil:
@@ -265,7 +273,7 @@ func (r *Rail) lookup(ctx context.Context, key string, now time.Time) (payment, 
 	}
 	// Due: persist the change, so that what Lookup has reported once stays
 	// true even if the injected clock is later set back.
-	err = r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err = r.update(ctx, func(tx store.Txn) error {
 		var err error
 		pay, err = getJSON[payment](tx, k)
 		if err != nil {
@@ -289,7 +297,7 @@ func (r *Rail) Advance(ctx context.Context, now time.Time) (int, error) {
 	now = now.UTC().Round(0)
 	lo := r.key(paymentDir, "")
 	var n int
-	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+	err := r.update(ctx, func(tx store.Txn) error {
 		n = 0
 		var due []payment
 		it := tx.Iterate(lo, store.PrefixEnd(lo), false)

@@ -39,6 +39,11 @@ type SandboxOptions struct {
 	// in-memory store per rail.
 	Store store.Store
 
+	// SharedLog is passed to every rail; see [Options.SharedLog]. Set it
+	// when Store is also the money path's store, as the reference server
+	// does.
+	SharedLog bool
+
 	// Now, Sleep and Rand are passed to every rail; see [Options]. Rand is
 	// shared by the three rails.
 	Now   func() time.Time
@@ -104,6 +109,7 @@ func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 			Rand:            o.Rand,
 			Now:             o.Now,
 			Store:           o.Store,
+			SharedLog:       o.SharedLog,
 			FinalityDelay:   o.FinalityDelay,
 			ReferencePrefix: s.prefix,
 			Fault:           declineMagicPayee,
