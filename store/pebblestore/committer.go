@@ -42,7 +42,7 @@ type request struct {
 
 // answer tells r's caller its outcome, once: a deferred member answered
 // before its group's fsync is not answered again if that fsync fails.
-// Only the committer calls it.
+// Only the goroutine that owns r's group calls it.
 func (r *request) answer(err error) {
 	if r.answered {
 		return
@@ -52,91 +52,174 @@ func (r *request) answer(err error) {
 	close(r.done)
 }
 
+// group is the transactions committed by one batch and one fsync.
+type group struct {
+	batch   *pebble.Batch
+	members []*request // transactions whose function succeeded
+	hooks   commithook.List
+	taken   int // requests taken, successful or not, for MaxGroup
+}
+
 // committer is the single writer; see the package documentation.
+//
+// It is a two-stage pipeline with at most one group in flight. While group
+// k's fsync runs (on a goroutine of its own, see apply), the committer keeps
+// running the functions of the transactions that arrive into group k+1's
+// batch, which reads the database with group k already applied. Group k+1
+// is applied only once k's fsync has completed, so it holds everything that
+// arrived meanwhile (groups do not shrink), nobody is answered about data
+// that is not durable yet, and the functions' CPU time overlaps the disk's
+// instead of adding to it.
 func (s *Store) committer() {
 	defer close(s.committerDone)
+	var cur *group
+	var inflight chan struct{} // closed when the group in flight is answered
 	for {
+		if cur != nil && inflight == nil && (cur.taken >= s.maxGroup || len(s.reqs) == 0) {
+			inflight = s.apply(cur)
+			cur = nil
+			continue
+		}
+		reqs := s.reqs
+		if cur != nil && cur.taken >= s.maxGroup {
+			reqs = nil // full: wait for the fsync in flight
+		}
+		var exclusive chan *exclusiveJob
+		var stop chan struct{}
+		if cur == nil && inflight == nil {
+			exclusive, stop = s.exclusive, s.stop
+		}
 		select {
-		case req := <-s.reqs:
-			s.commitGroup(req)
-		case job := <-s.exclusive:
+		case req := <-reqs:
+			if cur == nil {
+				cur = &group{batch: s.db.NewIndexedBatch()}
+			}
+			s.runMember(cur, req)
+		case <-inflight:
+			inflight = nil
+		case job := <-exclusive:
 			job.err = job.fn()
 			close(job.done)
-		case <-s.stop:
+		case <-stop:
 			return
 		}
 	}
 }
 
-// exclusiveJob is work the committer runs between two groups, so that no
-// transaction commits while it runs.
-type exclusiveJob struct {
-	fn   func() error
-	err  error
-	done chan struct{}
-}
-
-// commitGroup runs first and whatever else is queued, up to maxGroup
-// transactions, against one batch, runs the hooks they registered
-// (store.Committer), and commits them together.
-func (s *Store) commitGroup(first *request) {
-	if err := s.failure(); err != nil {
-		// Drain: nothing more is written once the store has failed.
-		s.take(first, func(r *request) { r.answer(err) })
-		return
-	}
-
-	batch := s.db.NewIndexedBatch()
-	var members []*request // transactions whose function succeeded
-	var hooks commithook.List
-	run := func(r *request) {
-		if err := s.runTxn(r, batch, &hooks); err != nil || r.panicked {
+// runMember runs r's function into g, unless the store has failed.
+func (s *Store) runMember(g *group, r *request) {
+	g.taken++
+	s.take(r, func(r *request) {
+		if err := s.failure(); err != nil {
+			r.answer(err) // nothing more is written once the store has failed
+			return
+		}
+		if err := s.runTxn(r, g.batch, &g.hooks); err != nil || r.panicked {
 			// Its writes never reached the batch; answer now.
 			r.answer(err)
 			return
 		}
-		members = append(members, r)
-	}
-	s.take(first, run)
-	// Keep taking what arrived while earlier functions ran: the longer the
-	// fsync before this group took, the more is waiting now.
-collect:
-	for n := 1; n < s.maxGroup; n++ {
-		select {
-		case r := <-s.reqs:
-			s.take(r, run)
-		default:
-			break collect
+		g.members = append(g.members, r)
+	})
+}
+
+// apply runs g's commit hooks (store.Committer), applies its batch to
+// Pebble's log and memtable, answers its deferred members, and starts a
+// goroutine that waits for the batch's fsync, publishes the new snapshot
+// and answers the rest. It returns a channel closed when that goroutine is
+// done, or nil when nothing needed a sync. The committer calls it only
+// when no group is in flight.
+func (s *Store) apply(g *group) chan struct{} {
+	fail := func(err error) chan struct{} {
+		closeBatch(g.batch)
+		for _, r := range g.members {
+			r.answer(err)
 		}
+		return nil
 	}
-	if hooks.Len() > 0 {
-		if err := s.runHooks(batch, &hooks); err != nil {
+	if err := s.failure(); err != nil {
+		// The fsync of the group before failed after these functions ran
+		// over its writes: none of them may commit.
+		return fail(err)
+	}
+	if g.hooks.Len() > 0 {
+		if err := s.runHooks(g.batch, &g.hooks); err != nil {
 			// The hooks' writes cover the whole group (a checkpoint over
 			// its entries): without them nothing of it may commit.
-			closeBatch(batch)
-			for _, r := range members {
-				r.answer(err)
-			}
-			return
+			return fail(err)
 		}
 	}
-
-	wrote := !batch.Empty()
-	start := time.Now()
-	err := s.commitBatch(batch, members)
-	if wrote && s.onCommit != nil {
-		s.onCommit(CommitInfo{Txns: len(members), Sync: time.Since(start), Err: err})
+	if g.batch.Empty() {
+		// Only read-only transactions: nothing to sync, and what they
+		// read is durable, since no group is in flight.
+		s.txns.Add(uint64(len(g.members)))
+		return fail(nil)
 	}
-	if err == nil {
-		if wrote {
+	start := time.Now()
+	if err := s.applyNoSyncWait(g.batch); err != nil {
+		s.observe(g, start, err)
+		return fail(err)
+	}
+	// Applied: every later group is ordered after it in the WAL, so a
+	// deferred member's writes can be lost only with everything after.
+	for _, r := range g.members {
+		if r.deferred {
+			r.answer(nil)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := s.syncWait(g.batch)
+		s.observe(g, start, err)
+		if err == nil {
 			s.groups.Add(1)
+			s.txns.Add(uint64(len(g.members)))
 			s.publishSnapshot()
 		}
-		s.txns.Add(uint64(len(members)))
+		closeBatch(g.batch)
+		for _, r := range g.members {
+			r.answer(err)
+		}
+	}()
+	return done
+}
+
+func (s *Store) observe(g *group, start time.Time, err error) {
+	if s.onCommit != nil {
+		s.onCommit(CommitInfo{Txns: len(g.members), Sync: time.Since(start), Err: err})
 	}
-	for _, r := range members {
-		r.answer(err)
+}
+
+// applyNoSyncWait applies batch to the log and memtable without waiting
+// for its fsync. An error fails the store and is returned wrapped in
+// ErrFailed.
+func (s *Store) applyNoSyncWait(batch *pebble.Batch) (err error) {
+	defer func() {
+		// Pebble reports a failed WAL write through Logger.Fatalf, which
+		// our adapter turns into a panic (see Open). The panic value is
+		// Pebble's message, so %v rather than %w.
+		if p := recover(); p != nil {
+			err = s.fail(fmt.Errorf("pebblestore: commit: %v", p))
+		}
+	}()
+	if err := s.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
+		return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
 	}
+	return nil
+}
+
+// syncWait waits for batch's fsync. An error fails the store.
+func (s *Store) syncWait(batch *pebble.Batch) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = s.fail(fmt.Errorf("pebblestore: commit: %v", p))
+		}
+	}()
+	if err := batch.SyncWait(); err != nil {
+		return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
+	}
+	return nil
 }
 
 // runHooks runs the group's commit hooks in one more transaction over
@@ -213,49 +296,6 @@ func fold(tx *txn, batch *pebble.Batch) {
 	}
 }
 
-// commitBatch makes batch durable and releases it. Deferred members are
-// answered as soon as the batch is applied, before its fsync completes
-// (see store.Deferrer). An error fails the store and is returned wrapped in
-// ErrFailed.
-func (s *Store) commitBatch(batch *pebble.Batch, members []*request) (err error) {
-	defer func() {
-		// Pebble reports a failed WAL write or sync through Logger.Fatalf,
-		// which our adapter turns into a panic (see Open). The panic value
-		// is Pebble's message, so %v rather than %w.
-		if p := recover(); p != nil {
-			err = s.fail(fmt.Errorf("pebblestore: commit: %v", p))
-		}
-		closeBatch(batch)
-	}()
-	if batch.Empty() {
-		return nil // only read-only or failed transactions: nothing to sync
-	}
-	deferred := false
-	for _, r := range members {
-		deferred = deferred || r.deferred
-	}
-	if !deferred {
-		if err := s.db.Apply(batch, pebble.Sync); err != nil {
-			return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
-		}
-		return nil
-	}
-	if err := s.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
-		return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
-	}
-	// Applied: every later group is ordered after it in the WAL, so a
-	// deferred member's writes can be lost only with everything after.
-	for _, r := range members {
-		if r.deferred {
-			r.answer(nil)
-		}
-	}
-	if err := batch.SyncWait(); err != nil {
-		return s.fail(fmt.Errorf("pebblestore: commit: %w", err))
-	}
-	return nil
-}
-
 // closeBatch releases batch; after a failed commit Pebble may refuse, and
 // the batch is then left to the garbage collector.
 func closeBatch(batch *pebble.Batch) {
@@ -264,8 +304,9 @@ func closeBatch(batch *pebble.Batch) {
 }
 
 // publishSnapshot makes the state as of the group just made durable the one
-// Views read. Only the committer calls it, between a successful sync and the
-// next write, so the snapshot never holds data that is not yet durable.
+// Views read. Only the goroutine of the group in flight calls it, after the
+// group's successful sync and before the committer applies the next group,
+// so the snapshot never holds data that is not yet durable.
 func (s *Store) publishSnapshot() {
 	next := newSharedSnapshot(s.db)
 	s.snapMu.Lock()
@@ -273,4 +314,12 @@ func (s *Store) publishSnapshot() {
 	s.snap = next
 	s.snapMu.Unlock()
 	old.release()
+}
+
+// exclusiveJob is work the committer runs between two groups, with no group
+// in flight, so that no transaction commits while it runs.
+type exclusiveJob struct {
+	fn   func() error
+	err  error
+	done chan struct{}
 }

@@ -18,11 +18,19 @@
 // database plus the writes of the transactions before it in the same group
 // (a Pebble indexed batch). A transaction's own writes go to a private
 // overlay first and are folded into the group only if its function returns
-// nil, so a failing function leaves no trace for the ones after it. While it
-// runs functions the committer keeps taking transactions that arrived in the
-// meantime, up to [Options.MaxGroup]; when the queue is empty or the group
-// is full, it commits the whole group as one Pebble batch with one fsync
-// (pebble.Sync) and then answers every caller in the group.
+// nil, so a failing function leaves no trace for the ones after it.
+//
+// Groups are pipelined, one in flight: when the queue is empty (or the
+// group holds [Options.MaxGroup] transactions) and no fsync is running, the
+// committer runs the group's commit hooks ([store.Committer]), applies its
+// batch to Pebble's write-ahead log and memtable, and hands it to a
+// goroutine that waits for the fsync (pebble.Sync), publishes the new
+// snapshot and answers the group's callers. Meanwhile the committer keeps
+// running the functions of new arrivals into the next group, which sees the
+// group in flight already applied; that next group is applied only once the
+// fsync has completed. So the functions' CPU time overlaps the disk's, and
+// a group still holds everything that arrived during one fsync (groups do
+// not shrink, as they would with several fsyncs in flight).
 //
 // Transactions are therefore serializable (they run one at a time, each
 // seeing all earlier ones), and a group costs one fsync however many
@@ -30,8 +38,9 @@
 // they must not block on other Updates; a function that panics has its
 // transaction dropped and the panic re-raised in its caller.
 //
-// A crash before a group's fsync completes loses the whole group, and no
-// caller in it was told it had committed.
+// A crash before a group's fsync completes loses the whole group and every
+// group after it, and no caller in them was told it had committed (except
+// [Store.UpdateDeferred] callers, who accepted exactly that).
 //
 // # Reads
 //
