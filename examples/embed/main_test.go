@@ -9,5 +9,5 @@ func Example() {
 	}
 	// Output:
 	// settled: 1250 USD to acct:seller.example on sandbox-card
-	// receipt entry payment.settled matches: true; record of 2 entries verifies: true
+	// receipt of entry payment.settled verifies: true; record of 2 entries verifies: true
 }
