@@ -34,6 +34,7 @@ Commands:
   audit verify       verify the signed record, from a data directory or a server URL
   audit checkpoint   print the record's latest signed checkpoint
   audit bench        append synthetic entries to a data directory (load and crash testing)
+  doctor             check a data directory or a running server and print what to fix
   buy                quote or buy from a merchant (ACP or UCP) with an agent key
   fake-merchant      run a fake ACP or UCP merchant (tests and demos)
   memory             remember, recall, assemble, verify offline; operator: mandate, forget, taint
@@ -92,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdAgents(ctx, args[1:], stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		err = cmdDoctor(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "countersign", version)
 	case "help", "-h", "--help":
