@@ -55,6 +55,17 @@
 // An error with an unregistered code, or none, is a 500 internal problem
 // (action stop), logged at Error with the request id.
 //
+// # Metrics
+//
+// With [Config.Metrics] (a *metrics.Metrics), every request is observed
+// once, after its response is complete: the operation id it was routed to
+// ([UnmatchedOperation] for 404 and 405, so unknown paths add no series),
+// its status and its duration. Observers are looked up per operation when
+// New builds the routes; a request costs a map lookup and the observer's
+// atomic updates, and no allocation. The server never serves metrics
+// itself, to any credential: they are the operator's, on a listener of
+// their own (countersign serve --metrics-addr).
+//
 // # Credentials
 //
 // Operations of class agent go through [Config.Authenticator]. Without one

@@ -8,15 +8,20 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/countersign/countersign/contract"
 )
 
-// ServeHTTP is the outer layer every request passes: request id, panic
-// recovery, body limit, then routing with 404 and 405 as problems.
+// ServeHTTP is the outer layer every request passes: metrics, request id,
+// panic recovery, body limit, then routing with 404 and 405 as problems.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var start time.Time
+	if s.metrics != nil {
+		start = time.Now()
+	}
 	id := r.Header.Get(contract.HeaderRequestID)
 	if !validRequestID(id) {
 		id = s.mintRequestID()
@@ -28,6 +33,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 
 	tw := &trackingWriter{ResponseWriter: w}
+	_, pattern := s.mux.Handler(r)
+	if s.metrics != nil {
+		// Deferred before recoverPanic, so it runs after it and sees the
+		// problem a panic was answered with.
+		defer s.metrics.observe(tw, pattern, start)
+	}
 	defer s.recoverPanic(tw, r)
 
 	if r.ContentLength > s.maxBody {
@@ -39,7 +50,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// to close the connection once the limit is hit.
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 	}
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	if pattern == "" {
 		s.notRouted(tw, r)
 		return
 	}
@@ -109,28 +120,42 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 }
 
 // trackingWriter remembers whether the response has started, so a panic
-// is answered with a problem only when nothing was sent yet.
+// is answered with a problem only when nothing was sent yet, and which
+// status was sent, for metrics.
 type trackingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote   bool
+	aborted bool // the request ended in http.ErrAbortHandler
+	status  int  // the final status sent; 0 before one is
 }
 
 func (t *trackingWriter) WriteHeader(status int) {
 	if status >= 200 {
 		t.wrote = true
+		if t.status == 0 {
+			t.status = status
+		}
 	}
 	t.ResponseWriter.WriteHeader(status)
 }
 
 func (t *trackingWriter) Write(b []byte) (int, error) {
-	t.wrote = true
+	t.sent()
 	return t.ResponseWriter.Write(b)
 }
 
 // Flush passes through, so streaming handlers work through the wrapper.
 func (t *trackingWriter) Flush() {
-	t.wrote = true
+	t.sent()
 	_ = http.NewResponseController(t.ResponseWriter).Flush()
+}
+
+// sent notes a response that starts without WriteHeader: 200.
+func (t *trackingWriter) sent() {
+	t.wrote = true
+	if t.status == 0 {
+		t.status = http.StatusOK
+	}
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.
@@ -142,6 +167,7 @@ func (s *server) recoverPanic(w *trackingWriter, r *http.Request) {
 		return
 	}
 	if v == http.ErrAbortHandler {
+		w.aborted = true
 		panic(v)
 	}
 	s.log.ErrorContext(r.Context(), "panic serving request",
@@ -153,6 +179,7 @@ func (s *server) recoverPanic(w *trackingWriter, r *http.Request) {
 	if w.wrote {
 		// Too late for a problem: abort so the client sees a broken
 		// response rather than a complete-looking one.
+		w.aborted = true
 		panic(http.ErrAbortHandler)
 	}
 	s.writeProblem(w, r, s.newProblem(r, contract.CodeInternal, ""), nil)

@@ -151,6 +151,11 @@ type Config struct {
 	// Memory is the bi-temporal memory store. Nil: those operations
 	// answer 500.
 	Memory Memory
+	// Metrics observes every request: its operation, status and
+	// duration. Nil: nothing is observed and requests pay nothing for it.
+	// The server never serves the metrics itself: they are for the
+	// operator, on a listener of their own (see package metrics).
+	Metrics Metrics
 }
 
 // errNoOperatorKeys answers operator operations on a server without an
@@ -181,6 +186,7 @@ type server struct {
 	commerce   Commerce
 	memory     Memory
 	protocol   Protocol
+	metrics    *observers // nil without Config.Metrics
 
 	mux      *http.ServeMux
 	openapi  []byte
@@ -239,6 +245,9 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		return nil, errors.New("httpserver: outside sandbox mode an Authenticator is required; refusing to serve agent operations without credentials")
 	}
 	s.entropy = &ulid.LockedMonotonicReader{MonotonicReader: ulid.Monotonic(rand.Reader, 0)}
+	if cfg.Metrics != nil {
+		s.metrics = newObservers(cfg.Metrics)
+	}
 
 	doc, err := s.model.OpenAPI(s.baseURL)
 	if err != nil {
@@ -285,7 +294,11 @@ func (s *server) route(eps map[string]endpoint) error {
 			errs = append(errs, fmt.Errorf("operation %s: %w", op.ID, err))
 			continue
 		}
-		s.mux.Handle(op.Method+" "+op.Path, s.operationHandler(op, ep))
+		pattern := op.Method + " " + op.Path
+		s.mux.Handle(pattern, s.operationHandler(op, ep))
+		if s.metrics != nil {
+			s.metrics.byPattern[pattern] = s.metrics.src.RequestObserver(op.ID)
+		}
 	}
 	var orphans []string
 	for id := range eps {

@@ -139,6 +139,13 @@ type DispatcherOptions struct {
 	// at Info, the dispatcher's own faults at Error. Secrets are never
 	// logged. Default slog.Default().
 	Logger *slog.Logger
+	// OnDelivery, if set, is called after each attempt's outcome is
+	// stored, with the delivery's state after it: StateDelivered,
+	// StatePending (it will be retried) or StateFailed (given up: the
+	// schedule ran out, 410 Gone, or the endpoint was inactive). Metrics
+	// hang here. It runs on the attempt's goroutine, so it must be cheap
+	// and must not block.
+	OnDelivery func(state string)
 }
 
 // Dispatcher delivers the events derived from the record to the endpoints
@@ -170,6 +177,7 @@ type Dispatcher struct {
 	jitter         float64
 	retention      time.Duration
 	poll           time.Duration
+	onDelivery     func(state string)
 
 	bodies  bodyCache
 	epCache endpointCache
@@ -316,7 +324,7 @@ func NewDispatcher(st store.Store, log *audit.Log, eps *Endpoints, opts *Dispatc
 		now: o.Now, rand: o.Rand, logger: o.Logger, userAgent: o.UserAgent,
 		attemptTimeout: o.AttemptTimeout, perEndpoint: o.PerEndpoint,
 		schedule: slices.Clone(o.Schedule), jitter: o.Jitter, retention: o.Retention, poll: o.PollInterval,
-		sem:     make(chan struct{}, o.Workers),
+		onDelivery: o.OnDelivery, sem: make(chan struct{}, o.Workers),
 		queues:  map[string]*epQueue{},
 		claimed: map[dkey]struct{}{},
 		penalty: map[dkey]time.Time{},
@@ -1038,6 +1046,16 @@ func (d *Dispatcher) attempt(ep storedEndpoint, k dkey, mine *sync.WaitGroup) {
 			slog.String("error", err.Error()))
 		penalize = true
 		return
+	}
+	if d.onDelivery != nil {
+		switch {
+		case res.outcome == outcomeOK:
+			d.onDelivery(StateDelivered)
+		case next != 0:
+			d.onDelivery(StatePending)
+		default:
+			d.onDelivery(StateFailed)
+		}
 	}
 	lvl := slog.LevelDebug
 	msg := "webhook: delivery attempt failed"

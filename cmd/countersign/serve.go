@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +27,7 @@ import (
 	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/memory"
+	"github.com/countersign/countersign/metrics"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
@@ -52,6 +55,10 @@ type serveConfig struct {
 	production bool
 	logLevel   string
 	shutdown   time.Duration
+	// metricsAddr and pprofAddr are the operator's own listeners; once
+	// bound, cmdServe replaces them with the bound addresses.
+	metricsAddr string
+	pprofAddr   string
 
 	operatorKeys       string
 	denyPayees         string
@@ -88,6 +95,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.production, "production", false, "production mode: no generated keys, no unauthenticated reads")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.DurationVar(&c.shutdown, "shutdown-timeout", 15*time.Second, "how long to drain requests on SIGTERM")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "`host:port` of a separate listener serving GET /metrics (Prometheus) to the operator's monitoring; it asks for no credential, so bind it where only that monitoring reaches (default off; the API never serves /metrics)")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "loopback `host:port` of a separate listener serving net/http/pprof under /debug/pprof/ (default off; a host other than a loopback IP or localhost is refused)")
 	fs.StringVar(&c.operatorKeys, "operator-keys", "", "JWK Set `file` of the operator public keys that may sign mandates and operator requests (sandbox default <data>/sandbox/operators.jwks.json; required with --production)")
 	fs.StringVar(&c.denyPayees, "deny-payees", "", "comma-separated payees refused whatever a mandate says")
 	fs.StringVar(&c.denyAgents, "deny-agents", "", "comma-separated agent ids refused whatever a mandate says")
@@ -125,18 +134,126 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	defer ln.Close()
+	var metricsLn, pprofLn net.Listener
+	if cfg.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: listen: %w", err)
+		}
+		defer metricsLn.Close()
+		cfg.metricsAddr = metricsLn.Addr().String()
+	}
+	if cfg.pprofAddr != "" {
+		if pprofLn, err = listenLoopback(cfg.pprofAddr); err != nil {
+			return err
+		}
+		defer pprofLn.Close()
+		cfg.pprofAddr = pprofLn.Addr().String()
+	}
 	srv, err := newServer(ctx, cfg, ln.Addr().String(), logger, stdout)
 	if err != nil {
 		return err
 	}
 	defer srv.close()
+	if metricsLn != nil {
+		srv.addAux("--metrics-addr", metricsLn, metricsMux(srv.metrics), true)
+	}
+	if pprofLn != nil {
+		srv.addAux("--pprof-addr", pprofLn, pprofMux(), false)
+	}
 	return srv.serve(ctx, ln, cfg.shutdown)
+}
+
+// checkPprofAddr refuses a --pprof-addr whose host is not a loopback IP or
+// "localhost": profiles show the process's memory, goroutines and command
+// line, and the listener asks for no credential.
+func checkPprofAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-addr %q: want HOST:PORT on loopback, such as 127.0.0.1:6060: %v", addr, err)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	if host == "" {
+		host = "every interface"
+	}
+	return fmt.Errorf("--pprof-addr %q refused: the profiler listens on loopback only (127.0.0.1, [::1] or localhost), not on %s; reach it remotely through an SSH tunnel", addr, host)
+}
+
+// listenLoopback binds a checked --pprof-addr and makes sure the address
+// bound is loopback ("localhost" is resolved by the system).
+func listenLoopback(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-addr: listen: %w", err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		ln.Close()
+		return nil, fmt.Errorf("--pprof-addr %q refused: it bound %s, which is not loopback", addr, ln.Addr())
+	}
+	return ln, nil
+}
+
+// metricsMux serves the operator's metrics at GET /metrics and nothing
+// else.
+func metricsMux(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	return mux
+}
+
+// pprofMux serves net/http/pprof on a mux of its own. (Importing
+// net/http/pprof also registers these on http.DefaultServeMux, which this
+// binary never serves.)
+func pprofMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles: heap, goroutine, allocs, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// auxServer is a listener of the operator's beside the API: metrics or
+// pprof.
+type auxServer struct {
+	flag string // that configured it, for errors
+	ln   net.Listener
+	http *http.Server
+}
+
+// addAux adds a listener that serve runs and shuts down with the API's.
+// bounded sets a write timeout (not for pprof, whose profiles and traces
+// run as long as asked).
+func (s *server) addAux(flag string, ln net.Listener, h http.Handler, bounded bool) {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	if bounded {
+		hs.WriteTimeout = time.Minute
+	}
+	s.aux = append(s.aux, &auxServer{flag: flag, ln: ln, http: hs})
+	s.logger.Info("operator listener", slog.String("flag", flag), slog.String("addr", ln.Addr().String()))
 }
 
 // server is a running reference server: the store, the record and the
@@ -155,6 +272,8 @@ type server struct {
 	memory   *memory.Service
 	protocol *protocol.Service
 	http     *http.Server
+	metrics  *metrics.Metrics // nil without --metrics-addr
+	aux      []*auxServer     // the operator's listeners: metrics, pprof
 
 	stop context.CancelFunc // stops the background work
 	bg   sync.WaitGroup
@@ -178,7 +297,21 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, fmt.Errorf("write record.pub: %w", err)
 	}
 
-	st, err := pebblestore.Open(filepath.Join(cfg.data, storeDir), &pebblestore.Options{Logger: logger})
+	// Metrics only when someone can read them: otherwise requests and
+	// commits pay nothing for them.
+	var m *metrics.Metrics
+	storeOpts := &pebblestore.Options{Logger: logger}
+	auditOpts := &audit.Options{Origin: origin, Logger: logger}
+	dispatcherOpts := &webhook.DispatcherOptions{AllowLoopback: !cfg.production, Logger: logger}
+	var requestMetrics httpserver.Metrics // stays a nil interface without metrics
+	if cfg.metricsAddr != "" {
+		m = metrics.New(&metrics.Options{Logger: logger})
+		storeOpts.OnCommit = func(ci pebblestore.CommitInfo) { m.ObserveStoreCommit(ci.Txns, ci.Sync, ci.Err) }
+		auditOpts.Committed = m.ObserveEntries
+		dispatcherOpts.OnDelivery = m.ObserveWebhookDelivery
+		requestMetrics = m
+	}
+	st, err := pebblestore.Open(filepath.Join(cfg.data, storeDir), storeOpts)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -187,7 +320,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 			st.Close()
 		}
 	}()
-	lg, err := audit.Open(ctx, st, key, &audit.Options{Origin: origin, Logger: logger})
+	lg, err := audit.Open(ctx, st, key, auditOpts)
 	if err != nil {
 		return nil, fmt.Errorf("open record: %w", err)
 	}
@@ -229,7 +362,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	}
 	rails := &settle.Registry{}
 	if !cfg.production {
-		so := &fake.SandboxOptions{Store: st, UnknownOutcomeRate: cfg.sandboxUnknownRate}
+		so := &fake.SandboxOptions{Store: st, SharedLog: true, UnknownOutcomeRate: cfg.sandboxUnknownRate}
 		if err := parseLatency(cfg.sandboxLatency, so); err != nil {
 			return nil, err
 		}
@@ -330,10 +463,18 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err != nil {
 		return nil, err
 	}
-	dispatcher, err := webhook.NewDispatcher(st, lg, endpoints, &webhook.DispatcherOptions{
-		AllowLoopback: !cfg.production, Logger: logger, Schedule: schedule})
+	dispatcherOpts.Schedule = schedule
+	dispatcher, err := webhook.NewDispatcher(st, lg, endpoints, dispatcherOpts)
 	if err != nil {
 		return nil, err
+	}
+	if m != nil {
+		if err := m.WatchOutbox(dispatcher); err != nil {
+			return nil, err
+		}
+		if err := m.WatchHub(hub); err != nil {
+			return nil, err
+		}
 	}
 
 	mem, err := memory.New(memory.Options{Store: st, Log: lg, Mandates: mandates, SealKey: sealKey,
@@ -375,6 +516,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		Commerce:          shop,
 		Memory:            mem,
 		Protocol:          proto,
+		Metrics:           requestMetrics,
 	})
 	if err != nil {
 		return nil, err
@@ -402,6 +544,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		dpop:     dpop,
 		memory:   mem,
 		protocol: proto,
+		metrics:  m,
 		stop:     stop,
 		http: &http.Server{
 			Handler:           h,
@@ -514,13 +657,35 @@ func parseLatency(v string, o *fake.SandboxOptions) error {
 	return nil
 }
 
-// serve answers requests until ctx is done, then drains them.
+// serve answers requests, on the API listener and the operator's (metrics,
+// pprof), until ctx is done, then drains them. A listener that fails ends
+// them all.
 func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(ln) }()
+	type auxEnd struct {
+		a   *auxServer
+		err error
+	}
+	auxc := make(chan auxEnd, len(s.aux))
+	for _, a := range s.aux {
+		go func() { auxc <- auxEnd{a, a.http.Serve(a.ln)} }()
+	}
+	pending := len(s.aux) // aux servers whose Serve has not returned
+	var failed error
 	select {
 	case err := <-errc:
+		for _, a := range s.aux {
+			_ = a.http.Close()
+		}
+		for range pending {
+			<-auxc
+		}
 		return fmt.Errorf("serve: %w", err)
+	case e := <-auxc:
+		pending--
+		failed = fmt.Errorf("serve %s: %w", e.a.flag, e.err)
+		s.logger.ErrorContext(ctx, "an operator listener failed; shutting down", slog.Any("error", failed))
 	case <-ctx.Done():
 	}
 	s.logger.InfoContext(ctx, "shutting down: draining requests")
@@ -529,10 +694,23 @@ func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration
 	if err := s.http.Shutdown(sctx); err != nil {
 		s.logger.ErrorContext(ctx, "shutdown did not drain in time", slog.Any("error", err))
 	}
+	// The operator's listeners close last, so the drain can be watched.
+	for _, a := range s.aux {
+		if err := a.http.Shutdown(sctx); err != nil {
+			s.logger.WarnContext(ctx, "an operator listener did not drain in time; closing it",
+				slog.String("flag", a.flag), slog.Any("error", err))
+			_ = a.http.Close()
+		}
+	}
+	for range pending {
+		if e := <-auxc; failed == nil && !errors.Is(e.err, http.ErrServerClosed) {
+			failed = fmt.Errorf("serve %s: %w", e.a.flag, e.err)
+		}
+	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
-	return nil
+	return failed
 }
 
 // close flushes and closes the record and the store; it is safe to call
@@ -572,6 +750,12 @@ func printBanner(w io.Writer, cfg serveConfig, baseURL, addr string) {
   record verifier:  %s
   contract:         %s/openapi.json
 `, baseURL, addr, mode, cfg.data, filepath.Join(cfg.data, recordPubFile), baseURL)
+	if cfg.metricsAddr != "" {
+		fmt.Fprintf(w, "  metrics:          http://%s/metrics (for the operator's monitoring: no credential, not on the API)\n", cfg.metricsAddr)
+	}
+	if cfg.pprofAddr != "" {
+		fmt.Fprintf(w, "  pprof:            http://%s/debug/pprof/ (loopback only)\n", cfg.pprofAddr)
+	}
 	if !cfg.production {
 		fmt.Fprintf(w, "  sandbox:          keys, a credential, a mandate and a ready-to-run example are in %s\n",
 			filepath.Join(cfg.data, sandboxDirName, "README.txt"))
