@@ -58,6 +58,9 @@ type group struct {
 	members []*request // transactions whose function succeeded
 	hooks   commithook.List
 	taken   int // requests taken, successful or not, for MaxGroup
+	// deferred is set once a member was answered before the group
+	// committed (UpdateDeferred).
+	deferred bool
 }
 
 // committer is the single writer; see the package documentation.
@@ -120,6 +123,14 @@ func (s *Store) runMember(g *group, r *request) {
 			return
 		}
 		g.members = append(g.members, r)
+		if r.deferred {
+			// Its writes are in the batch, ahead of every transaction
+			// that runs after it: the store's log will order them first,
+			// and a group that cannot commit fails the store (apply), so
+			// they can be lost only together with everything after.
+			g.deferred = true
+			r.answer(nil)
+		}
 	})
 }
 
@@ -145,7 +156,13 @@ func (s *Store) apply(g *group) chan struct{} {
 	if g.hooks.Len() > 0 {
 		if err := s.runHooks(g.batch, &g.hooks); err != nil {
 			// The hooks' writes cover the whole group (a checkpoint over
-			// its entries): without them nothing of it may commit.
+			// its entries): without them nothing of it may commit. A
+			// deferred member was told its writes would commit unless
+			// everything after them is lost: keep that promise by failing
+			// the store.
+			if g.deferred {
+				err = s.fail(fmt.Errorf("pebblestore: a commit hook failed after a deferred transaction was answered: %w", err))
+			}
 			return fail(err)
 		}
 	}
@@ -159,13 +176,6 @@ func (s *Store) apply(g *group) chan struct{} {
 	if err := s.applyNoSyncWait(g.batch); err != nil {
 		s.observe(g, start, err)
 		return fail(err)
-	}
-	// Applied: every later group is ordered after it in the WAL, so a
-	// deferred member's writes can be lost only with everything after.
-	for _, r := range g.members {
-		if r.deferred {
-			r.answer(nil)
-		}
 	}
 	done := make(chan struct{})
 	go func() {

@@ -286,10 +286,13 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 var _ store.Deferrer = (*Store)(nil)
 
 // UpdateDeferred implements [store.Deferrer]: the transaction is group
-// committed like any other, and its caller is answered once the group's
-// batch is applied to Pebble's log and memtable, before the fsync that
-// makes it durable completes. Pebble's write-ahead log is one ordered
-// file, so any later group's fsync covers it too.
+// committed like any other, and its caller is answered as soon as its
+// function has run into the group's batch, before the group is applied and
+// synced. Every transaction that runs after it sees its writes and is
+// committed in the same group or a later one; Pebble's write-ahead log is
+// one ordered file, so any later group's fsync covers it too; and a group
+// that cannot commit fails the store, so that nothing after it commits
+// either.
 func (s *Store) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
 	return s.update(ctx, fn, true)
 }
