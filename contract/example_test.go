@@ -220,6 +220,7 @@ func ExampleCore() {
 	// request.unsupported_media_type 415 fix-request 0
 	// request.validation 400 fix-request 0
 	// route.not_found 404 fix-request 0
+	// store.unavailable 503 retry-as-is 30
 	// unavailable 503 retry-as-is 5
 }
 

@@ -188,6 +188,7 @@ func TestCore(t *testing.T) {
 		{CodeRequestTooLarge, 413, ActionFixRequest},
 		{CodeRequestUnknownField, 400, ActionFixRequest},
 		{CodeRequestUnsupportedMediaType, 415, ActionFixRequest},
+		{CodeStoreUnavailable, 503, ActionRetryAsIs},
 		{CodeRequestValidation, 400, ActionFixRequest},
 		{CodeRouteNotFound, 404, ActionFixRequest},
 		{CodeUnavailable, 503, ActionRetryAsIs},

@@ -80,6 +80,7 @@ const (
 	CodeRateLimited                 = "rate_limited"
 	CodeInternal                    = "internal"
 	CodeUnavailable                 = "unavailable"
+	CodeStoreUnavailable            = "store.unavailable"
 	CodeOperatorUnauthorized        = "operator.unauthorized"
 	CodeOperatorRationaleTooShort   = "operator.rationale_too_short"
 )
@@ -176,6 +177,13 @@ func coreProblems() []ProblemType {
 		{Code: CodeUnavailable, Status: 503, Title: "Service unavailable", Action: ActionRetryAsIs, RetryAfter: 5,
 			Description: "The server cannot answer right now (it is starting, shutting down, or a dependency such as " +
 				"its store is unavailable). Nothing was changed. Send the same request again after Retry-After seconds."},
+		{Code: CodeStoreUnavailable, Status: 503, Title: "Storage refused a write", Action: ActionRetryAsIs, RetryAfter: 30,
+			Description: "The server's storage refused a write (a failed fsync, a write error, a full disk), so what this " +
+				"request was writing was not committed. After such a failure the server cannot know what reached the disk, " +
+				"so it stops writing until it is restarted on a healthy disk; reads keep answering from the last committed " +
+				"state. Send the same request again after Retry-After seconds: a payment repeated with the same " +
+				"idempotencyKey is answered from its stored result if an earlier attempt did commit, and never moves money " +
+				"twice."},
 		{Code: CodeOperatorUnauthorized, Status: 401, Title: "Operator signature required", Action: ActionReauthenticate,
 			Description: "This operation needs a valid operator signature in the Svc-Operator header: a known key, a " +
 				"timestamp within five minutes, a fresh nonce, and a signature over the operation, method, URL, " +

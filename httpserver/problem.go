@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/store"
 )
 
 // Optional methods a coded domain error may have to shape its problem.
@@ -79,6 +80,11 @@ func (s *server) classify(ctx context.Context, err error) classified {
 		return classified{code: contract.CodeInternal} // logged at Error by writeError
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return classified{code: contract.CodeUnavailable, detail: "the request did not finish in time"}
+	case errors.Is(err, store.ErrFailed):
+		// Before the coded errors: a domain error that wraps a failed
+		// store is about the disk, not about the request.
+		return classified{code: contract.CodeStoreUnavailable,
+			detail: "the server's storage refused a write, which was not committed; the server takes no writes until it is restarted on a healthy disk"}
 	case errors.As(err, &coded):
 		p, ok := s.model.Problem(coded.Code())
 		if !ok {

@@ -17,7 +17,7 @@ func ExampleDefinition() {
 	}
 	// Output:
 	// Countersign 0.1.0
-	// contract  0 operations 14 problem types 0 event kinds
+	// contract  0 operations 15 problem types 0 event kinds
 	// audit     5 operations  3 problem types 0 event kinds
 	// pay       9 operations 16 problem types 0 event kinds
 	// auth      4 operations  4 problem types 0 event kinds

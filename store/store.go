@@ -61,6 +61,13 @@ import (
 // Check for it with errors.Is.
 var ErrNotFound = errors.New("store: not found")
 
+// ErrFailed marks the errors of a durable store that stopped writing after
+// a commit it could not complete (a failed fsync, a write error, a full
+// disk): see "Durability" above. Drivers wrap it, so that callers (the HTTP
+// edge answers 503 store.unavailable, retry-as-is) recognise the condition
+// whatever the driver. Check for it with errors.Is.
+var ErrFailed = errors.New("store: failed after a commit error; restart on a healthy disk")
+
 // ErrClosed is returned by every method of a [Store] after Close.
 // Check for it with errors.Is.
 var ErrClosed = errors.New("store: closed")

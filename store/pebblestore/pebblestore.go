@@ -65,7 +65,6 @@ package pebblestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -82,7 +81,8 @@ import (
 // ErrFailed marks the errors of a store that stopped writing after a failed
 // commit; see the package documentation. Check for it with errors.Is; the
 // error also wraps the original cause.
-var ErrFailed = errors.New("pebblestore: store failed after a commit error")
+// It wraps the driver-neutral store.ErrFailed.
+var ErrFailed = fmt.Errorf("pebblestore: %w", store.ErrFailed)
 
 // DefaultMaxGroup is the [Options.MaxGroup] used when it is zero.
 const DefaultMaxGroup = 256
