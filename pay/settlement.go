@@ -178,7 +178,11 @@ func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, 
 			return s.markUnknown(txn, in.ID, reason, requestID)
 		})
 		if err != nil {
+			// The intent is still settling (transaction 1 is durable) and
+			// the next attempt asks the rail again; but what failed now is
+			// our store, which is what the caller must be told.
 			s.logger.ErrorContext(ctx, "recording an unknown settlement outcome", slog.String("intentId", in.ID), slog.Any("error", err))
+			return nil, fmt.Errorf("pay: recording the unknown outcome of %s: %w", in.ID, err)
 		}
 		return nil, fmt.Errorf("%w (intent %s)", ErrRailUnavailable, in.ID)
 	}
