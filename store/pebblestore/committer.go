@@ -142,6 +142,10 @@ func (s *Store) runMember(g *group, r *request) {
 // when no group is in flight.
 func (s *Store) apply(g *group) chan struct{} {
 	fail := func(err error) chan struct{} {
+		if err != nil {
+			// The group's writes are discarded: the cache may hold them.
+			s.cache.reset()
+		}
 		closeBatch(g.batch)
 		for _, r := range g.members {
 			r.answer(err)
@@ -236,7 +240,7 @@ func (s *Store) syncWait(batch *pebble.Batch) (err error) {
 // batch and folds its writes in. A panic in a hook fails the group like an
 // error.
 func (s *Store) runHooks(batch *pebble.Batch, hooks *commithook.List) (err error) {
-	tx := &txn{reader: reader{batch: batch}, noHooks: true}
+	tx := &txn{reader: reader{batch: batch, cache: &s.cache}, noHooks: true}
 	defer func() {
 		tx.finish()
 		if p := recover(); p != nil {
@@ -246,7 +250,7 @@ func (s *Store) runHooks(batch *pebble.Batch, hooks *commithook.List) (err error
 	if err := hooks.Run(tx); err != nil {
 		return err
 	}
-	fold(tx, batch)
+	s.fold(tx, batch)
 	return nil
 }
 
@@ -267,7 +271,7 @@ func (s *Store) take(r *request, do func(*request)) {
 // nil and r's ctx is still live, folds its writes into batch. A panic in the
 // function is recorded in r for its caller to re-raise.
 func (s *Store) runTxn(r *request, batch *pebble.Batch, hooks *commithook.List) (err error) {
-	tx := &txn{reader: reader{batch: batch}}
+	tx := &txn{reader: reader{batch: batch, cache: &s.cache}}
 	defer func() {
 		tx.finish()
 		if p := recover(); p != nil {
@@ -282,18 +286,19 @@ func (s *Store) runTxn(r *request, batch *pebble.Batch, hooks *commithook.List) 
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	fold(tx, batch)
+	s.fold(tx, batch)
 	hooks.Merge(&tx.hooks)
 	return nil
 }
 
-// fold writes tx's pending writes into batch.
-func fold(tx *txn, batch *pebble.Batch) {
+// fold writes tx's pending writes into batch, and into the read cache.
+func (s *Store) fold(tx *txn, batch *pebble.Batch) {
 	var ferr error
 	tx.pending.Ascend(func(e ordered.Entry) {
 		if ferr != nil {
 			return
 		}
+		s.cache.set(e.Key, e.Value, e.Tombstone)
 		if e.Tombstone {
 			ferr = batch.Delete(e.Key, nil)
 		} else {

@@ -180,6 +180,10 @@ type Store struct {
 
 	txns, groups atomic.Uint64
 
+	// cache is the committer's read cache (cache.go); only the committer
+	// goroutine touches it.
+	cache readCache
+
 	// testHookQueued, if set (by tests in this package), is called after a
 	// transaction is queued.
 	testHookQueued func()

@@ -20,6 +20,8 @@ var errFinished = errors.New("pebblestore: reader or transaction used after its 
 type reader struct {
 	snap  *pebble.Snapshot
 	batch *pebble.Batch
+	// cache is the committer's read cache, for batch readers.
+	cache *readCache
 	// iters are the iterators not yet closed; finish closes them so that a
 	// forgotten one cannot pin the snapshot or outlive the batch.
 	iters map[*iter]struct{}
@@ -29,6 +31,14 @@ type reader struct {
 func (r *reader) Get(key []byte) ([]byte, error) {
 	if r.done {
 		return nil, errFinished
+	}
+	if r.cache != nil {
+		if e, ok := r.cache.get(key); ok {
+			if e.absent {
+				return nil, store.ErrNotFound
+			}
+			return append(make([]byte, 0, len(e.v)), e.v...), nil
+		}
 	}
 	var (
 		v   []byte
@@ -41,6 +51,9 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 		v, c, err = r.batch.Get(key)
 	}
 	if errors.Is(err, pebble.ErrNotFound) {
+		if r.cache != nil {
+			r.cache.learn(key, nil, true)
+		}
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
@@ -50,6 +63,9 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 	out := append(make([]byte, 0, len(v)), v...)
 	if err := c.Close(); err != nil {
 		return nil, fmt.Errorf("pebblestore: get: %w", err)
+	}
+	if r.cache != nil {
+		r.cache.learn(key, append([]byte(nil), out...), false)
 	}
 	return out, nil
 }

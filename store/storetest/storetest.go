@@ -1089,6 +1089,13 @@ func testCommitHookError(t *testing.T, st store.Store) {
 		}
 		return nil
 	})
+	// Nor to a later transaction (a driver's caches must forget it too).
+	update(t, st, func(tx store.Txn) error {
+		if _, err := tx.Get([]byte("hookerr/k")); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the aborted transaction's write is visible to a later transaction: %v", err)
+		}
+		return nil
+	})
 }
 
 // testDeferred checks store.UpdateDeferred (the driver's Deferrer or the
