@@ -369,7 +369,25 @@ func (s *Service) Capture(ctx context.Context, c Caller, req CaptureRequest, req
 	}
 	if replay != nil {
 		if replay.Status == StatusSettling {
-			return s.resume(ctx, replay.ID, requestID)
+			res, err := s.resume(ctx, replay.ID, requestID)
+			if err != nil {
+				return nil, err
+			}
+			// If the first capture finished meanwhile, resume answers from
+			// the outcome stored under the hold's own idempotency key (the
+			// authorization); a capture answers from the capture's outcome.
+			var cur *Intent
+			if err := s.st.View(ctx, func(r store.Reader) error {
+				var err error
+				cur, err = getIntent(r, replay.ID)
+				return err
+			}); err != nil {
+				return nil, err
+			}
+			if cur.Status != StatusSettling {
+				return s.captureOutcome(cur)
+			}
+			return res, nil
 		}
 		return s.captureOutcome(replay)
 	}
