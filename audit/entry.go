@@ -139,11 +139,12 @@ type Depth int
 
 const (
 	// Hashes checks entry hashes, prev links, seq continuity and the Merkle
-	// tree (stored hashes against leaves, root against the latest signed
+	// tree (stored hashes against leaves, root against the stored
 	// checkpoint). It does not check Ed25519 signatures.
 	Hashes Depth = iota
-	// Full additionally checks every entry signature, the canonical form of
-	// every entry, and the checkpoint signature.
+	// Full additionally checks the signature of every entry that has one
+	// of its own, the canonical form of every entry, and the stored
+	// checkpoint's signature.
 	Full
 )
 

@@ -31,12 +31,14 @@ const verifyChunk = 4096
 // stored body hashes to its stored hash, that the body names the expected
 // seq and links by prev to the entry before it, and that the stored Merkle
 // tree hashes written with it are those recomputed from the leaves; then
-// that the recomputed tree root equals the root of a checkpoint for size to
-// (signed on the spot; on a reader, the root derived from stored hashes),
+// that the recomputed tree root equals the stored tree's root at size to,
+// that the stored checkpoint states the stored tree at its size (for a log
+// written before checkpoints were stored: a checkpoint signed on the spot),
 // and, when to is the newest entry, that the head record names it.
-// Depth [Full] also checks every entry signature, that every entry parses
-// into a valid Entry in RFC 8785 canonical form, and the checkpoint's note
-// signature. Signatures are checked in parallel on GOMAXPROCS goroutines.
+// Depth [Full] also checks the signature of every entry that carries one,
+// that every entry parses into a valid Entry in RFC 8785 canonical form,
+// and the stored checkpoint's note signature. The per-entry checks run in
+// parallel on GOMAXPROCS goroutines.
 //
 // When from > 1, the entry and tree hashes just before from are taken as
 // given: verify from 1 to check the whole log.

@@ -137,7 +137,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	var src source
 	fs := newFlagSet("audit verify", "audit verify --data DIR | --url URL [--key FILE] [--signatures]", stderr)
 	src.register(fs)
-	sigs := fs.Bool("signatures", false, "also verify every entry's Ed25519 signature (slower)")
+	sigs := fs.Bool("signatures", false, "depth full: also the canonical form of every entry, the signatures of entries signed on their own, and the checkpoint signature")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	el := time.Since(start)
 	depth := "hashes+merkle"
 	if *sigs {
-		depth = "full (signatures)"
+		depth = "full (canonical form, signatures)"
 	}
 	rate := float64(n) / el.Seconds()
 	fmt.Fprintf(stdout, "ok: %d entries verified, depth %s, root %s, %.2fs (%.0f entries/s)\n", n, depth, root, el.Seconds(), rate)
