@@ -376,12 +376,8 @@ func (s *Service) Capture(ctx context.Context, c Caller, req CaptureRequest, req
 			// If the first capture finished meanwhile, resume answers from
 			// the outcome stored under the hold's own idempotency key (the
 			// authorization); a capture answers from the capture's outcome.
-			var cur *Intent
-			if err := s.st.View(ctx, func(r store.Reader) error {
-				var err error
-				cur, err = getIntent(r, replay.ID)
-				return err
-			}); err != nil {
+			cur, err := s.readIntent(ctx, replay.ID)
+			if err != nil {
 				return nil, err
 			}
 			if cur.Status != StatusSettling {
@@ -462,12 +458,7 @@ func (s *Service) settleHold(ctx context.Context, in *Intent, requestID string) 
 // a rail that authorizes, the rail's hold is voided first. within, when
 // not nil, runs inside the transaction that records it.
 func (s *Service) Void(ctx context.Context, c Caller, intentID, requestID string, within func(store.Txn, *Intent) error) (*Intent, error) {
-	var in *Intent
-	err := s.st.View(ctx, func(r store.Reader) error {
-		var err error
-		in, err = getIntent(r, intentID)
-		return err
-	})
+	in, err := s.readIntent(ctx, intentID)
 	if err != nil {
 		return nil, err
 	}

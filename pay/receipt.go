@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gowebpki/jcs"
+
 	"github.com/countersign/countersign/audit"
 )
 
@@ -31,29 +33,19 @@ func VerifyReceipt(verifierKey string, r Receipt, e audit.Entry, p audit.Inclusi
 		return fmt.Errorf("%w: the entry is seq %d (%s, %s), the receipt names seq %d", ErrReceiptMismatch, e.Seq, e.Type, e.IntentID, r.AuditSeq)
 	}
 	// The entry's data is the receipt without the fields that point at
-	// the entry itself; compare canonical forms, not Go values, so that
+	// the entry itself; compare RFC 8785 forms, not Go values, so that
 	// nothing the entry says is ignored.
 	r.AuditSeq, r.AuditHash = 0, ""
 	want, err := json.Marshal(settledData{Receipt: r})
 	if err != nil {
 		return err
 	}
-	if a, b := canonical(want), canonical(e.Data); a == nil || !bytes.Equal(a, b) {
+	a, err := jcs.Transform(want)
+	if err != nil {
+		return err
+	}
+	if b, err := jcs.Transform(e.Data); err != nil || !bytes.Equal(a, b) {
 		return fmt.Errorf("%w: the entry records other receipt fields", ErrReceiptMismatch)
 	}
 	return nil
-}
-
-// canonical re-encodes a JSON object with sorted keys and no spaces; an
-// invalid one compares unequal to everything.
-func canonical(b []byte) []byte {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return out
 }

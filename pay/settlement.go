@@ -476,15 +476,21 @@ func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	return rep, nil
 }
 
-// Intent returns an intent of the calling agent key. An intent of another
-// key is ErrIntentNotFound, as if it did not exist.
-func (s *Service) Intent(ctx context.Context, c Caller, id string) (*Intent, error) {
+// readIntent reads an intent from the last committed state.
+func (s *Service) readIntent(ctx context.Context, id string) (*Intent, error) {
 	var in *Intent
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
 		in, err = getIntent(r, id)
 		return err
 	})
+	return in, err
+}
+
+// Intent returns an intent of the calling agent key. An intent of another
+// key is ErrIntentNotFound, as if it did not exist.
+func (s *Service) Intent(ctx context.Context, c Caller, id string) (*Intent, error) {
+	in, err := s.readIntent(ctx, id)
 	if err != nil {
 		return nil, err
 	}
