@@ -25,7 +25,7 @@ var benchWorkers = 64
 
 // BenchmarkPayInProcess measures the whole money path embedded in-process:
 // decode, envelope verification (mandate cached), gate, two durable
-// transactions with two signed record entries, a zero-latency fake rail.
+// transactions with two record entries (one checkpoint signed per commit group), a zero-latency fake rail sharing the store (SharedLog).
 // The store is pebblestore with fsync on a real temporary directory; 64
 // goroutines pay concurrently, each with pre-signed instructions.
 //
