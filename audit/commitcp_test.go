@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -151,5 +152,54 @@ func TestOpenRefusesUncoveredHead(t *testing.T) {
 	}
 	if err := l.Verify(ctx, 0, 0, Hashes, nil); !errors.Is(err, ErrTampered) {
 		t.Fatalf("Verify with a stale checkpoint: %v, want ErrTampered", err)
+	}
+}
+
+// TestUpdateDeferredReportsOnceDurable checks that entries appended
+// through UpdateDeferred reach Options.Committed only with the next
+// Update that commits (which makes them durable), in log order, and that
+// they then verify like any other.
+func TestUpdateDeferredReportsOnceDurable(t *testing.T) {
+	ctx := context.Background()
+	st, err := pebblestore.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var seen []uint64
+	l, err := Open(ctx, st, testKey(1), &Options{Committed: func(es []Entry) {
+		for _, e := range es {
+			seen = append(seen, e.Seq)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne := func(txn store.Txn) error {
+		_, err := l.Append(txn, Record{Type: "test.deferred", Actor: Actor{Kind: "system", ID: "test"}, Data: []byte(`{"n":1}`)})
+		return err
+	}
+	for range 3 {
+		if err := l.UpdateDeferred(ctx, appendOne); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) != 0 {
+		t.Fatalf("deferred entries reported before a synchronous commit: %v", seen)
+	}
+	if err := l.Update(ctx, func(store.Txn) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{1, 2, 3}; !slices.Equal(seen, want) {
+		t.Fatalf("after the barrier: reported %v, want %v", seen, want)
+	}
+	if err := l.Update(ctx, appendOne); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{1, 2, 3, 4}; !slices.Equal(seen, want) {
+		t.Fatalf("after one more Update: reported %v, want %v", seen, want)
+	}
+	if err := l.Verify(ctx, 0, 0, Full, nil); err != nil {
+		t.Fatalf("Verify: %v", err)
 	}
 }

@@ -80,7 +80,8 @@ type Options struct {
 	// derived from the record hang here. It runs on the caller's goroutine
 	// after the commit, so it must be cheap and must not block. Entries
 	// appended through the store's own Update (followed by Notify) are not
-	// reported.
+	// reported. Entries appended through [Log.UpdateDeferred] are reported
+	// by the next Update that commits after it, once they are durable.
 	Committed func([]Entry)
 }
 
@@ -114,6 +115,11 @@ type Log struct {
 	cpMu sync.Mutex
 	cp   Checkpoint
 	cpOK bool
+
+	// pendMu guards pending: entries appended by UpdateDeferred, reported
+	// to observe by the next Update that commits (see UpdateDeferred).
+	pendMu  sync.Mutex
+	pending []Entry
 }
 
 // Open returns a Log that appends to and reads from st, signing with key
@@ -354,9 +360,67 @@ func (l *Log) Update(ctx context.Context, fn func(store.Txn) error) error {
 	if err := l.checkOpen(); err != nil {
 		return err
 	}
+	last, appended, err := l.run(ctx, l.st.Update, fn)
+	if err != nil {
+		return err
+	}
+	l.pendMu.Lock()
+	pending := l.pending
+	l.pending = nil
+	l.pendMu.Unlock()
+	if appended || len(pending) > 0 {
+		l.Notify()
+	}
+	if l.observe != nil {
+		// Deferred entries committed before this one (the store's log
+		// orders them first), so they are durable now too.
+		if len(pending) > 0 {
+			l.observe(pending)
+		}
+		if last != nil && len(last.entries) > 0 {
+			l.observe(last.entries)
+		}
+	}
+	return nil
+}
+
+// UpdateDeferred is [Log.Update] through [store.UpdateDeferred]: it may
+// return before the commit is durable, and it wakes no subscriber and
+// reports nothing to Options.Committed, since what it appended may still
+// be lost. The caller must not let anything it appended (a sequence
+// number, a receipt, an answer) leave the process before a later Update,
+// which makes it durable (the store orders deferred commits first), has
+// returned; an Update with a function that writes nothing serves as that
+// barrier. Subscribers read only durable entries, so they see these once
+// that Update has synced them, and are woken by it.
+//
+// The money path uses it for the deciding transaction of a payment whose
+// rail keeps its books in the same store (see pay and settle.LogSharer):
+// the outcome's synchronous commit then makes the decision, the rail's
+// entry and the outcome durable at once, and a payment waits for one
+// fsync instead of two.
+func (l *Log) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
+	update := func(ctx context.Context, fn func(store.Txn) error) error {
+		return store.UpdateDeferred(ctx, l.st, fn)
+	}
+	last, _, err := l.run(ctx, update, fn)
+	if err == nil && l.observe != nil && last != nil && len(last.entries) > 0 {
+		l.pendMu.Lock()
+		l.pending = append(l.pending, last.entries...)
+		l.pendMu.Unlock()
+	}
+	return err
+}
+
+// run runs fn through update with a trackedTxn. It returns the attempt
+// that committed (when err is nil) and whether any attempt appended.
+func (l *Log) run(ctx context.Context, update func(context.Context, func(store.Txn) error) error, fn func(store.Txn) error) (*trackedTxn, bool, error) {
 	var appended atomic.Bool // set from the store's goroutine, read here
 	var last *trackedTxn     // the latest attempt; the one that committed if err is nil
-	err := l.st.Update(ctx, func(txn store.Txn) error {
+	err := update(ctx, func(txn store.Txn) error {
 		t := &trackedTxn{Txn: txn}
 		err := fn(t)
 		if t.appended {
@@ -367,13 +431,7 @@ func (l *Log) Update(ctx context.Context, fn func(store.Txn) error) error {
 		last = t
 		return err
 	})
-	if err == nil && appended.Load() {
-		l.Notify()
-		if l.observe != nil && last != nil && len(last.entries) > 0 {
-			l.observe(last.entries)
-		}
-	}
-	return err
+	return last, appended.Load(), err
 }
 
 // Notify wakes subscribers so they read entries committed since they last

@@ -249,6 +249,20 @@ type RequestLooker interface {
 	LookupRequest(ctx context.Context, req SettleRequest) (Settlement, error)
 }
 
+// LogSharer is a [Rail] that can report that it keeps its books in the
+// caller's own store, through the same ordered log as the caller's records
+// (a store.Deferrer): a simulated rail (settle/fake with SharedLog),
+// never one whose effects live outside that log. When SharesLog reports
+// true, the caller may let the transaction that decides a payment on this
+// rail return before it is durable (audit.Log.UpdateDeferred): the rail's
+// entry and the outcome recorded after it are ordered after the decision
+// in that log, so a crash that loses the decision loses them too, and the
+// outcome's synchronous commit makes all three durable before anyone is
+// answered.
+type LogSharer interface {
+	SharesLog() bool
+}
+
 // Facts are the static properties of a [Rail], which the gate and mandates
 // reason about (an irreversible payment may need a person's approval).
 type Facts struct {

@@ -134,14 +134,20 @@ type Committer interface {
 // commit is durable. Its writes are visible to every transaction that
 // starts after it returns, and a crash can lose them only together with
 // every commit made after it returned: a state in which a later commit
-// survived and this one did not never exists. If the commit can never be
-// made durable (a failed fsync), the store fails as for Update.
+// survived and this one did not never exists. An Update that starts after
+// UpdateDeferred returned returns only once this commit is durable, even
+// when its own function writes nothing: such an Update is the barrier
+// before anything that depends on the deferred commit leaves the process.
+// If the commit can never be made durable (a failed fsync), the store
+// fails as for Update.
 //
 // It is for bookkeeping whose loss, together with everything after it, is
 // harmless: package settle/fake keeps its simulated rail's ledger this
 // way, because the money path records the rail's answer in a later,
 // synchronous commit, and a crash before that commit leaves the payment
-// settling and asks the rail again, which then has no record of it.
+// settling and asks the rail again, which then has no record of it; and
+// package pay decides a payment on such a rail this way (see
+// audit.Log.UpdateDeferred).
 type Deferrer interface {
 	UpdateDeferred(ctx context.Context, fn func(Txn) error) error
 }

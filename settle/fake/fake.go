@@ -258,7 +258,10 @@ type Rail struct {
 	prefix string  // "settle/fake/<name>/"
 }
 
-var _ settle.Rail = (*Rail)(nil)
+var (
+	_ settle.Rail      = (*Rail)(nil)
+	_ settle.LogSharer = (*Rail)(nil)
+)
 
 // New returns a fake rail named name (see [settle.ValidateName]) configured
 // by opts, which may be nil. It keeps a copy of *opts, not the pointer.
@@ -356,6 +359,9 @@ func validate(o *Options) error {
 
 // Name returns the rail's name.
 func (r *Rail) Name() string { return r.name }
+
+// SharesLog reports [Options.SharedLog] (settle.LogSharer).
+func (r *Rail) SharesLog() bool { return r.opts.SharedLog }
 
 // Facts returns the rail's reversibility and finality.
 func (r *Rail) Facts() settle.Facts { return r.opts.Facts }

@@ -519,3 +519,41 @@ func TestLoggerFatalfPanics(t *testing.T) {
 	}()
 	pebbleLogger{quiet}.Fatalf("pebble: boom %d", 7)
 }
+
+// TestEmptyUpdateIsBarrier checks the promise store.Deferrer makes about
+// a later Update: even one that writes nothing returns only once every
+// deferred commit before it is durable, so a power cut right after it
+// keeps them. (package pay relies on it before answering from a deferred
+// decision.)
+func TestEmptyUpdateIsBarrier(t *testing.T) {
+	for round := range 20 {
+		mem := vfs.NewCrashableMem()
+		s, err := Open("db", &Options{FS: mem, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i := range 1 + round%4 {
+			k := fmt.Sprintf("deferred%02d-%d", round, i)
+			if err := s.UpdateDeferred(t.Context(), set(k, "v")); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, k)
+		}
+		if err := s.Update(t.Context(), func(store.Txn) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		crashed := mem.CrashClone(vfs.CrashCloneCfg{}) // keeps only what was synced
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s2, err := Open("db", &Options{FS: crashed, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := keys(t, s2); !slices.Equal(got, want) {
+			t.Errorf("round %d: after the barrier and a power cut: %q, want %q", round, got, want)
+		}
+		s2.Close()
+	}
+}
