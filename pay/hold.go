@@ -195,6 +195,12 @@ func (s *Service) authorizeOnRail(ctx context.Context, in *Intent, requestID str
 		return nil, ErrInFlight
 	}
 	defer s.release(in.ID)
+	return s.authorizeClaimed(ctx, in, requestID, lookupFirst)
+}
+
+// authorizeClaimed is authorizeOnRail for a caller that holds the intent's
+// claim.
+func (s *Service) authorizeClaimed(ctx context.Context, in *Intent, requestID string, lookupFirst bool) (*Result, error) {
 	az, ok := s.authorizer(in.Terms.Rail)
 	if !ok {
 		return nil, fmt.Errorf("%w: intent %s: rail %q no longer authorizes", ErrRailUnavailable, in.ID, in.Terms.Rail)

@@ -65,6 +65,13 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 		return nil, fmt.Errorf("%w: challenge is not base64url", ErrApprovalMismatch)
 	}
 	sum := sha256.Sum256(challenge)
+	// Claimed before the approval commits, so that nobody who sees the
+	// intent settling (the reconciler, a retry) sends it meanwhile and
+	// leaves this call to answer from the held request's stored outcome.
+	if !s.claim(req.IntentID) {
+		return nil, ErrInFlight
+	}
+	defer s.release(req.IntentID)
 	var (
 		res         *Result
 		deferred    error
@@ -196,9 +203,9 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 	case res != nil:
 		return res, nil
 	case toAuthorize:
-		return s.authorizeOnRail(ctx, toSettle, call.RequestID, false)
+		return s.authorizeClaimed(ctx, toSettle, call.RequestID, false)
 	}
-	return s.settle(ctx, toSettle, call.RequestID)
+	return s.settleClaimed(ctx, toSettle, call.RequestID)
 }
 
 // expire moves a held intent to expired inside txn, releasing its

@@ -390,7 +390,21 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 	if _, err := io.ReadFull(s.rand, challenge); err != nil {
 		return nil, fmt.Errorf("pay: challenge: %w", err)
 	}
-	err := s.log.Update(ctx, func(txn store.Txn) error {
+	// The intent's id is claimed before it exists, so that a retry of the
+	// same request that finds it settling answers ErrInFlight rather than
+	// resuming it under this request's feet.
+	id := ids.New(ids.Intent)
+	s.claim(id) // fresh: nobody else can hold it
+	defer s.release(id)
+	// On a rail that keeps its books in this store's log, the decision
+	// need not be durable before the rail is called: see
+	// settle.LogSharer, and the barrier below for every other way out.
+	shared := s.sharesLog(in.Terms.Rail)
+	update := s.log.Update
+	if shared {
+		update = s.log.UpdateDeferred
+	}
+	err := update(ctx, func(txn store.Txn) error {
 		res, resume, deferred, toSettle, toAuthorize = nil, "", nil, nil, false
 		rec, err := getIdem(txn, route, c.KeyID, in.IdempotencyKey)
 		if err != nil {
@@ -444,7 +458,6 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		d := gate.Decide(input)
 		eff := s.effect(route)
 
-		id := ids.New(ids.Intent)
 		intent := &Intent{
 			ID: id, Route: route, AgentKeyID: c.KeyID, Agent: in.Envelope.Agent,
 			IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount,
@@ -577,6 +590,16 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		}
 		return putIntent(txn, intent)
 	})
+	sending := err == nil && deferred == nil && res == nil && resume == "" && !toAuthorize
+	if shared && !sending {
+		// Every way out but sending the payment now answers from what
+		// the deciding transaction read or wrote (a decision, a replay, a
+		// conflict): it must be durable first. An empty Update is the
+		// store's barrier for deferred commits (store.Deferrer).
+		if berr := s.log.Update(context.WithoutCancel(ctx), func(store.Txn) error { return nil }); berr != nil && err == nil {
+			return nil, fmt.Errorf("pay: decide: %w", berr)
+		}
+	}
 	switch {
 	case err != nil:
 		if errors.Is(err, ErrIdempotencyConflict) || errors.Is(err, ErrInFlight) {
@@ -590,10 +613,23 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 	case resume != "":
 		return s.resume(ctx, resume, requestID)
 	case toAuthorize:
-		return s.authorizeOnRail(ctx, toSettle, requestID, false)
+		return s.authorizeClaimed(ctx, toSettle, requestID, false)
 	default:
-		return s.settle(ctx, toSettle, requestID)
+		// A deferred decision is made durable by the outcome's commit,
+		// which every answer of settleClaimed waits for.
+		return s.settleClaimed(ctx, toSettle, requestID)
 	}
+}
+
+// sharesLog reports whether rail keeps its books in this service's store
+// log (settle.LogSharer).
+func (s *Service) sharesLog(rail string) bool {
+	r, err := s.rails.Get(rail)
+	if err != nil {
+		return false
+	}
+	ls, ok := r.(settle.LogSharer)
+	return ok && ls.SharesLog()
 }
 
 // indexIntent writes the secondary indexes of a new intent: by agent key

@@ -23,6 +23,11 @@ func (s *Service) settle(ctx context.Context, in *Intent, requestID string) (*Re
 		return nil, ErrInFlight
 	}
 	defer s.release(in.ID)
+	return s.settleClaimed(ctx, in, requestID)
+}
+
+// settleClaimed is settle for a caller that holds the intent's claim.
+func (s *Service) settleClaimed(ctx context.Context, in *Intent, requestID string) (*Result, error) {
 	rail, err := s.rails.Get(in.Terms.Rail)
 	if err != nil {
 		// The gate admits only registered rails; a rail that vanished
