@@ -328,7 +328,7 @@ func verifyDetached(env Envelope, typ string, signed []byte) error {
 	if len(tok) > MaxSignatureLen {
 		return unauthorized(ReasonSignatureMalformed, fmt.Errorf("longer than %d bytes", MaxSignatureLen))
 	}
-	h, payload, _, err := splitCompact(tok)
+	h, payload, sig, err := splitCompact(tok)
 	if err != nil {
 		return unauthorized(ReasonSignatureMalformed, err)
 	}
@@ -345,12 +345,36 @@ func verifyDetached(env Envelope, typ string, signed []byte) error {
 	if hdr.typ != typ {
 		return unauthorized(ReasonSignatureWrongType, fmt.Errorf("typ %q", hdr.typ))
 	}
-	if _, err := jws.Verify([]byte(tok), jws.WithCompact(),
-		jws.WithKey(jwa.EdDSA(), ed25519.PublicKey(pub)),
-		jws.WithDetachedPayload(signed)); err != nil {
-		return unauthorized(ReasonSignatureInvalid, err)
+	// The header is parsed and checked above, strictly (only alg EdDSA,
+	// typ and kid; no b64 or crit), so what is left of JWS verification
+	// (RFC 7515 §5.2 with a detached payload, Appendix F) is one Ed25519
+	// check over the signing input: the header as sent, '.', and the
+	// base64url of the payload. Done here rather than through jws.Verify,
+	// which parses the token and its header a second time (about a
+	// tenth of a payment's CPU on the money path).
+	if !verifyEd25519Compact(ed25519.PublicKey(pub), tok[:strings.IndexByte(tok, '.')], signed, sig) {
+		return unauthorized(ReasonSignatureInvalid, errors.New("the signature does not verify"))
 	}
 	return nil
+}
+
+// verifyEd25519Compact checks sig (base64url, unpadded) as an Ed25519
+// signature of the JWS signing input encHeader || '.' ||
+// BASE64URL(payload).
+func verifyEd25519Compact(pub ed25519.PublicKey, encHeader string, payload []byte, sig string) bool {
+	var raw [ed25519.SignatureSize + 3]byte
+	if b64.DecodedLen(len(sig)) > len(raw) {
+		return false
+	}
+	n, err := b64.Decode(raw[:], []byte(sig))
+	if err != nil || n != ed25519.SignatureSize {
+		return false
+	}
+	input := make([]byte, 0, len(encHeader)+1+b64.EncodedLen(len(payload)))
+	input = append(input, encHeader...)
+	input = append(input, '.')
+	input = b64.AppendEncode(input, payload)
+	return ed25519.Verify(pub, input, raw[:n])
 }
 
 // VerifyEnvelope does step 3 of DESIGN §4 as far as it needs no storage,

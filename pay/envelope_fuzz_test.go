@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jws"
 )
 
 // envelopeSeeds are (mandate, signature) pairs for FuzzVerifyEnvelope: the
@@ -75,8 +76,24 @@ func FuzzVerifyEnvelope(f *testing.F) {
 		if _, err := fx.verifier.Verify(mandate); err == nil && mandate != valid[0] {
 			t.Fatalf("verified a forged mandate %q", mandate)
 		}
-		if err := VerifyInstruction(in); err == nil && (sig != valid[1] || mandate != valid[0]) {
+		ierr := VerifyInstruction(in)
+		if ierr == nil && (sig != valid[1] || mandate != valid[0]) {
 			t.Fatalf("verified a forged signature %q", sig)
+		}
+		// verifyDetached checks the Ed25519 signature itself; it must
+		// agree with the JOSE library's own verification: never accept
+		// what the library rejects, never call invalid what it accepts.
+		payload, err := SigningBytes(in)
+		if err != nil {
+			return
+		}
+		_, jerr := jws.Verify([]byte(sig), jws.WithCompact(),
+			jws.WithKey(jwa.EdDSA(), fx.agentKey.Public().(ed25519.PublicKey)), jws.WithDetachedPayload(payload))
+		if ierr == nil && jerr != nil {
+			t.Fatalf("accepted a signature jws.Verify rejects (%v): %q", jerr, sig)
+		}
+		if jerr == nil && errors.As(ierr, &ue) && ue.Reason == ReasonSignatureInvalid {
+			t.Fatalf("called invalid a signature jws.Verify accepts: %q", sig)
 		}
 	})
 }
