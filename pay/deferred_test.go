@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/settle/fake"
@@ -105,6 +109,69 @@ func TestDecisionDeferredOnlyOnALogSharingRail(t *testing.T) {
 			}
 			if got := ops.take(); !slices.Equal(got, tc.want) {
 				t.Errorf("commits = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReplayOfEveryOutcome checks that a replay answers what the first
+// request was answered, for outcomes stored under the idempotency key
+// (held, denied) and for those rebuilt from the intent (settled, failed:
+// see finalIdem), and that the sweep forgets both kinds after retention.
+func TestReplayOfEveryOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		minor  int64
+		refund bool // refund part of it before the replay
+		want   Outcome
+		stored bool // the outcome is in the idempotency record
+	}{
+		{"settled", 1250, false, OutcomeSettled, false},
+		{"settled, then partly refunded", 1250, true, OutcomeSettled, false},
+		{"failed", 2500, false, OutcomeFailed, false},
+		{"held", 10_000, false, OutcomeHeld, true},
+		{"denied", 60_000, false, OutcomeDenied, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessConfig{rail: &fake.Options{DeclineAbove: 2000}})
+			in := h.instruction(fmt.Sprintf("k-%d", tc.minor), tc.minor, nil)
+			first, err := h.pay(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.Outcome != tc.want {
+				t.Fatalf("outcome %s, want %s", first.Outcome, tc.want)
+			}
+			var rec *idemRecord
+			if err := h.st.View(t.Context(), func(r store.Reader) error {
+				rec, err = getIdem(r, RoutePay, h.caller.KeyID, in.IdempotencyKey)
+				return err
+			}); err != nil || rec == nil {
+				t.Fatalf("idempotency record: %v %v", rec, err)
+			}
+			if got := rec.Result != nil; got != tc.stored {
+				t.Errorf("outcome stored in the idempotency record: %v, want %v", got, tc.stored)
+			}
+			if tc.refund {
+				part := int64(250)
+				if _, err := h.svc.Refund(t.Context(), RefundRequest{IntentID: first.IntentID, AmountMinor: &part}, opCall("op-alice")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			again, err := h.pay(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !again.Replayed {
+				t.Error("replay not marked")
+			}
+			again.Replayed = false
+			if diff := cmp.Diff(first, again); diff != "" {
+				t.Errorf("replay differs (-first +replay):\n%s", diff)
+			}
+			h.clock.Add(7*24*time.Hour + time.Second)
+			if n, err := h.svc.SweepIdempotency(t.Context()); err != nil || n != 1 {
+				t.Fatalf("sweep after retention: %d, %v; want 1", n, err)
 			}
 		})
 	}

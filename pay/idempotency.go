@@ -16,7 +16,8 @@ import (
 //
 // The first request with a key stores the digest of its instruction and,
 // once its outcome is final, the outcome itself, in the same transaction
-// that decides it. A later request with the same key and the same digest
+// that decides it; a payment that settles or fails leaves the record in
+// flight instead, and its outcome is rebuilt from the intent (finalIdem). A later request with the same key and the same digest
 // gets the stored outcome back (a replay); with another digest it is an
 // ErrIdempotencyConflict; while the first is still running it is
 // ErrInFlight. Transient refusals (settlement frozen, rail unavailable, rate
@@ -123,7 +124,16 @@ func (s *Service) SweepIdempotency(ctx context.Context) (int, error) {
 				if err == nil {
 					var r idemRecord
 					if json.Unmarshal(rec, &r) == nil && r.State == idemInFlight {
-						continue // outcome unknown: keep until settled
+						// Ended, if its intent says so (finalIdem);
+						// else the outcome is unknown: keep it until
+						// settled.
+						cur, err := getIntent(txn, r.IntentID)
+						if err != nil && !errors.Is(err, ErrIntentNotFound) {
+							return err
+						}
+						if _, ended := outcomeOf(cur); !ended {
+							continue
+						}
 					}
 					if err := txn.Delete(append([]byte(keyIdem), ref...)); err != nil {
 						return err

@@ -415,16 +415,26 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			case rec.Digest != digest:
 				return ErrIdempotencyConflict
 			case rec.State == idemFinal:
-				r := *rec.Result
-				r.Replayed = true
-				res = &r
+				var ok bool
+				if res, ok = replayOf(rec, nil); !ok {
+					return fmt.Errorf("pay: idempotency record %s/%s is final without an outcome", c.KeyID, in.IdempotencyKey)
+				}
 				return nil
 			case s.isRunning(rec.IntentID):
 				return ErrInFlight
-			default:
-				resume = rec.IntentID
-				return nil
 			}
+			// In flight by its record: ended, if its intent says so
+			// (finalIdem), or else left settling, to resume.
+			cur, err := getIntent(txn, rec.IntentID)
+			if err != nil {
+				return err
+			}
+			if r, ok := replayOf(rec, cur); ok {
+				res = r
+			} else {
+				resume = rec.IntentID
+			}
+			return nil
 		}
 		now := s.now().UTC().Truncate(time.Microsecond)
 		ctl, err := getControl(txn)

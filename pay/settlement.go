@@ -108,24 +108,45 @@ func (s *Service) resume(ctx context.Context, id, requestID string) (*Result, er
 	return s.finish(ctx, in, st, err, requestID)
 }
 
-// storedResult answers for an intent that is no longer settling with the
-// outcome stored under its idempotency key.
+// storedResult answers for an intent that is no longer settling: with the
+// outcome stored under its idempotency key, or else (see finalIdem) with
+// the one its stored state gives. in may be a copy older than that state.
 func (s *Service) storedResult(ctx context.Context, in *Intent) (*Result, error) {
 	var rec *idemRecord
+	var cur *Intent
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
-		rec, err = getIdem(r, in.Route, in.AgentKeyID, in.IdempotencyKey)
+		if rec, err = getIdem(r, in.Route, in.AgentKeyID, in.IdempotencyKey); err != nil {
+			return err
+		}
+		cur, err = getIntent(r, in.ID)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if rec == nil || rec.Result == nil {
-		return nil, fmt.Errorf("pay: intent %s is %s but has no stored outcome", in.ID, in.Status)
+	r, ok := replayOf(rec, cur)
+	if !ok {
+		return nil, fmt.Errorf("pay: intent %s is %s but has no stored outcome", in.ID, cur.Status)
 	}
-	r := *rec.Result
+	return r, nil
+}
+
+// replayOf is the answer a replay of the request that created cur gets:
+// the outcome stored in its idempotency record rec when final, or the
+// one outcomeOf rebuilds from cur. It reports false while there is none
+// (the intent is still settling or held).
+func replayOf(rec *idemRecord, cur *Intent) (*Result, bool) {
+	var r Result
+	if rec != nil && rec.State == idemFinal && rec.Result != nil {
+		r = *rec.Result
+	} else if o, ok := outcomeOf(cur); ok {
+		r = *o
+	} else {
+		return nil, false
+	}
 	r.Replayed = true
-	return &r, nil
+	return &r, true
 }
 
 // finish is transaction 2: it turns a rail answer into the intent's
@@ -312,7 +333,7 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	if err := txn.Delete([]byte(keySettling + cur.ID)); err != nil {
 		return err
 	}
-	r := &Result{Outcome: OutcomeSettled, IntentID: cur.ID, RequestID: cur.RequestID, Receipt: &rcpt}
+	r, _ := outcomeOf(cur)
 	if err := s.finalIdem(txn, cur, r); err != nil {
 		return err
 	}
@@ -361,7 +382,7 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 	if err := txn.Delete([]byte(keySettling + cur.ID)); err != nil {
 		return err
 	}
-	r := &Result{Outcome: OutcomeFailed, IntentID: cur.ID, RequestID: cur.RequestID, Failure: f}
+	r, _ := outcomeOf(cur)
 	if err := s.finalIdem(txn, cur, r); err != nil {
 		return err
 	}
@@ -401,7 +422,34 @@ func (s *Service) releasePart(txn store.Txn, cur *Intent, minor int64) error {
 	return nil
 }
 
+// outcomeOf returns the answer to the request that created in when in
+// ended settled or failed, built from the intent alone: such an outcome is
+// not stored under the idempotency key (see finalIdem).
+func outcomeOf(in *Intent) (*Result, bool) {
+	switch {
+	case in == nil:
+		return nil, false
+	case in.Receipt != nil:
+		// Settled, and maybe refunded since: the request was answered
+		// with the receipt.
+		return &Result{Outcome: OutcomeSettled, IntentID: in.ID, RequestID: in.RequestID, Receipt: in.Receipt}, true
+	case in.Failure != nil:
+		return &Result{Outcome: OutcomeFailed, IntentID: in.ID, RequestID: in.RequestID, Failure: in.Failure}, true
+	}
+	return nil, false
+}
+
+// finalIdem stores r, the final outcome of cur, under cur's idempotency
+// key, unless outcomeOf(cur) rebuilds it: a settled or failed payment
+// leaves its record in_flight, and whoever reads it (a replay,
+// storedResult, the sweep) finds the intent ended and answers from it.
+// That keeps ~1 KB of result out of the idempotency range, whose
+// client-chosen keys are the store's most expensive to compact, and a
+// read and a write out of the outcome's transaction.
 func (s *Service) finalIdem(txn store.Txn, cur *Intent, r *Result) error {
+	if _, ok := outcomeOf(cur); ok {
+		return nil
+	}
 	rec, err := getIdem(txn, cur.Route, cur.AgentKeyID, cur.IdempotencyKey)
 	if err != nil {
 		return err
