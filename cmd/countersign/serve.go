@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -136,6 +137,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		// The server's live heap is small (Pebble's block cache and
+		// memtables live outside it) and a payment allocates about
+		// 70 KB that dies young, so at Go's default of 100 the
+		// collector's own work was 6–7 % of a loaded server's CPU
+		// (docs/PERFORMANCE.md). Twice the headroom costs a few tens of
+		// MB. GOGC in the environment still decides when set.
+		debug.SetGCPercent(200)
 	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
