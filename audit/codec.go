@@ -303,8 +303,13 @@ func canonicalData(data json.RawMessage) ([]byte, error) {
 	if len(data) == 0 {
 		return nil, nil
 	}
-	if data[0] == '{' && isCanonical(data) {
-		return bytes.Clone(data), nil // already canonical (a served entry, usually)
+	if data[0] == '{' {
+		if isCanonical(data) {
+			return bytes.Clone(data), nil // already canonical (a served entry, usually)
+		}
+		if c, ok := fastCanonical(data); ok {
+			return c, nil
+		}
 	}
 	c, err := jcs.Transform(data)
 	if err != nil {
