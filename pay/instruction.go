@@ -202,13 +202,19 @@ func (e *MalformedError) Unwrap() error { return ErrMalformed }
 // [*MalformedError], except a JSON syntax error, which is reported alone.
 // On error the returned Instruction is nil.
 func DecodeInstruction(b []byte) (*Instruction, error) {
+	return decodeInstruction(b, json.Valid(b))
+}
+
+// decodeInstruction is DecodeInstruction; fast says b is valid JSON, to be
+// walked without a json.Decoder. FuzzDecodeInstruction checks both ways
+// give the same answer.
+func decodeInstruction(b []byte, fast bool) (*Instruction, error) {
 	if !utf8.Valid(b) {
 		return nil, malformed(FieldError{Field: "", Rule: "utf8", Message: "the body is not valid UTF-8"})
 	}
 	var in Instruction
-	d := &decoder{}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	isObject := d.members(dec, "", func(name, path string, raw json.RawMessage) bool {
+	d := &decoder{valid: fast}
+	isObject := d.membersOf(b, "", func(name, path string, raw json.RawMessage) bool {
 		switch name {
 		case "idempotencyKey":
 			d.str(path, raw, &in.IdempotencyKey)
@@ -279,10 +285,8 @@ func DecodeInstruction(b []byte) (*Instruction, error) {
 	if !isObject {
 		return nil, malformed(d.errs...)
 	}
-	// One JSON value only: whatever follows must be whitespace.
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed(FieldError{Field: "", Rule: "syntax", Message: "the body must hold exactly one JSON object"})
-	}
+	// One JSON value only: whatever follows must be whitespace (which
+	// json.Valid has checked when the body is valid).
 	errs := d.errs
 	if err := in.check(true); err != nil {
 		var check *MalformedError
@@ -648,6 +652,115 @@ func tagMessage(fe validator.FieldError) string {
 type decoder struct {
 	errs   []FieldError
 	syntax *FieldError
+	// valid is set when the whole body is valid JSON (json.Valid): its
+	// objects are then walked by fastMembers, without a json.Decoder.
+	// Otherwise a Decoder finds and reports the syntax error.
+	valid bool
+}
+
+// membersOf calls member for each member of the object raw (see members).
+func (d *decoder) membersOf(raw []byte, path string, member func(name, path string, raw json.RawMessage) bool) bool {
+	if d.valid {
+		return d.fastMembers(raw, path, member)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	ok := d.members(dec, path, member)
+	if ok && path == "" && d.syntax == nil {
+		// One JSON value only: whatever follows must be whitespace.
+		if _, err := dec.Token(); err != io.EOF {
+			d.syntax = &FieldError{Field: "", Rule: "syntax", Message: "the body must hold exactly one JSON object"}
+		}
+	}
+	return ok
+}
+
+// fastMembers is members for a value already known to be valid JSON: it
+// finds each member's name and value by scanning raw, where a Decoder
+// would tokenize and copy it. What it reports is what members reports.
+func (d *decoder) fastMembers(raw []byte, path string, member func(name, path string, raw json.RawMessage) bool) bool {
+	i := skipJSONSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		if path == "" {
+			d.add(path, "type", "the body must be a JSON object")
+		} else {
+			d.add(path, "type", "must be an object")
+		}
+		return false
+	}
+	seen := make(map[string]bool)
+	i = skipJSONSpace(raw, i+1)
+	for i < len(raw) && raw[i] == '"' {
+		end := jsonValueEnd(raw, i)
+		var name string
+		if key := raw[i:end]; bytes.IndexByte(key, '\\') < 0 {
+			name = string(key[1 : len(key)-1])
+		} else if err := json.Unmarshal(key, &name); err != nil {
+			d.syntaxError(err) // cannot happen: raw is valid
+			return false
+		}
+		i = skipJSONSpace(raw, end) // at ':'
+		i = skipJSONSpace(raw, i+1) // at the value
+		end = jsonValueEnd(raw, i)
+		p := joinPath(path, name)
+		switch {
+		case seen[name]:
+			d.add(p, "duplicate", "appears more than once")
+		case !member(name, p, json.RawMessage(raw[i:end])):
+			d.add(p, "unknown", "is not a known field")
+		}
+		seen[name] = true
+		i = skipJSONSpace(raw, end) // at ',' or '}'
+		if i < len(raw) && raw[i] == ',' {
+			i = skipJSONSpace(raw, i+1)
+		}
+	}
+	return true
+}
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonValueEnd returns where the value starting at b[i] ends, for b known
+// to be valid JSON.
+func jsonValueEnd(b []byte, i int) int {
+	nest := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			i++
+			for b[i] != '"' {
+				if b[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+			if nest == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			nest++
+		case '}', ']':
+			if nest == 0 {
+				return i // the end of a scalar, at its container's close
+			}
+			nest--
+			if nest == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if nest == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return i
 }
 
 func (d *decoder) add(path, rule, msg string) {
@@ -662,7 +775,7 @@ func (d *decoder) object(path string, raw json.RawMessage, member func(name, pat
 		d.add(path, "type", "must be an object")
 		return
 	}
-	d.members(json.NewDecoder(bytes.NewReader(raw)), path, member)
+	d.membersOf(raw, path, member)
 }
 
 // members reads one object from dec and calls member for each member; a

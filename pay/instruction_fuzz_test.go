@@ -57,6 +57,13 @@ func FuzzDecodeInstruction(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in, err := DecodeInstruction(b)
+		if json.Valid(b) {
+			// The scan of a valid body answers what the Decoder does.
+			slow, serr := decodeInstruction(b, false)
+			if !reflect.DeepEqual(in, slow) || !reflect.DeepEqual(err, serr) {
+				t.Fatalf("fast path: %+v, %v\nDecoder: %+v, %v", in, err, slow, serr)
+			}
+		}
 		if err != nil {
 			var me *MalformedError
 			if !errors.As(err, &me) || len(me.Fields) == 0 || in != nil {
