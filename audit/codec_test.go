@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -341,6 +342,15 @@ func FuzzDecodeEntry(f *testing.F) {
 				sig = make([]byte, 64)
 			}
 			v = encodeStored(body, sha256.Sum256(body), sig)
+		}
+		if _, _, b, err := storedParts(seq, v); err == nil {
+			// The one-pass reader reads what json.Unmarshal reads.
+			if fast, ok := parseCanonicalBody(b); ok {
+				var slow bodyFields
+				if err := json.Unmarshal(b, &slow); err != nil || !reflect.DeepEqual(fast, slow) {
+					t.Fatalf("parseCanonicalBody(%s) = %+v; json.Unmarshal: %+v, %v", b, fast, slow, err)
+				}
+			}
 		}
 		if e, err := decodeStored(seq, v); err == nil {
 			hash, sig, body, _ := storedParts(seq, v)
