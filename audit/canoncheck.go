@@ -166,23 +166,14 @@ func (c *canonScanner) str() ([]byte, bool) {
 }
 
 // controlEscape reports whether h (the four hex digits of a \u escape) is
-// how JCS writes a control character that has no short escape.
+// how JCS writes a control character that has no short escape: lowercase
+// hex, below 0x20, not \b \f \n \r \t.
 func controlEscape(h []byte) bool {
-	if h[0] != '0' || h[1] != '0' || (h[2] != '0' && h[2] != '1') {
+	r, ok := hex4(h)
+	if !ok || r >= 0x20 || bytes.ContainsAny(h, "ABCDEF") {
 		return false
 	}
-	d := h[3]
-	var v byte
-	switch {
-	case d >= '0' && d <= '9':
-		v = d - '0'
-	case d >= 'a' && d <= 'f':
-		v = d - 'a' + 10
-	default:
-		return false
-	}
-	v += (h[2] - '0') << 4
-	switch v {
+	switch r {
 	case '\b', '\f', '\n', '\r', '\t':
 		return false // JCS writes these short
 	}

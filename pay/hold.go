@@ -188,18 +188,9 @@ func holdExpiryKey(at time.Time, id string) []byte {
 	return append(append([]byte(keyHoldExpiry), be8(uint64(at.UnixNano()))...), id...)
 }
 
-// authorizeOnRail asks the rail to authorize a hold that transaction 1
-// left settling in phase authorize, and records the answer.
-func (s *Service) authorizeOnRail(ctx context.Context, in *Intent, requestID string, lookupFirst bool) (*Result, error) {
-	if !s.claim(in.ID) {
-		return nil, ErrInFlight
-	}
-	defer s.release(in.ID)
-	return s.authorizeClaimed(ctx, in, requestID, lookupFirst)
-}
-
-// authorizeClaimed is authorizeOnRail for a caller that holds the intent's
-// claim.
+// authorizeClaimed asks the rail to authorize a hold that transaction 1
+// left settling in phase authorize, and records the answer. The caller
+// holds the intent's claim.
 func (s *Service) authorizeClaimed(ctx context.Context, in *Intent, requestID string, lookupFirst bool) (*Result, error) {
 	az, ok := s.authorizer(in.Terms.Rail)
 	if !ok {
