@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/jsonscan"
 )
 
 // fastCanonical returns the RFC 8785 form of b for the JSON that record
@@ -116,9 +118,13 @@ func (c *canonWriter) object(depth int) bool {
 		c.i++
 		c.space()
 		members = append(members, member{name: name, value: c.i})
-		if !c.skip() {
+		// Skip the value for now, in one linear pass (writing it later
+		// checks it), so that no input costs more than twice its length.
+		end, ok := jsonscan.ValueEnd(c.in, c.i)
+		if !ok {
 			return false
 		}
+		c.i = end
 		c.space()
 		members[len(members)-1].end = c.i
 		if c.i >= len(c.in) {
@@ -158,56 +164,6 @@ func (c *canonWriter) object(depth int) bool {
 	c.out = append(c.out, '}')
 	c.i = end
 	return true
-}
-
-// skip moves past one value without writing or checking it (writing it
-// later checks it), in one linear pass: nested containers are counted, not
-// descended into, so that no input costs more than twice its length.
-func (c *canonWriter) skip() bool {
-	nest := 0
-	for c.i < len(c.in) {
-		switch ch := c.in[c.i]; ch {
-		case '"':
-			c.i++
-			for c.i < len(c.in) && c.in[c.i] != '"' {
-				if c.in[c.i] == '\\' {
-					c.i++
-				}
-				c.i++
-			}
-			if c.i >= len(c.in) {
-				return false
-			}
-			c.i++
-		case '{', '[':
-			nest++
-			if nest > maxCanonDepth {
-				return false
-			}
-			c.i++
-		case '}', ']':
-			if nest == 0 {
-				return true // the end of the enclosing container
-			}
-			nest--
-			c.i++
-		case ',':
-			if nest == 0 {
-				return true
-			}
-			c.i++
-		default:
-			c.i++
-		}
-		if nest == 0 {
-			// A scalar ends at the next ',', '}' or ']' (or the input's
-			// end); a container has just closed.
-			if ch := c.in[c.i-1]; ch == '}' || ch == ']' || ch == '"' {
-				return true
-			}
-		}
-	}
-	return nest == 0
 }
 
 func (c *canonWriter) array(depth int) bool {

@@ -67,6 +67,7 @@ import (
 
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/fielderr"
+	"github.com/countersign/countersign/internal/jsonscan"
 	"github.com/go-playground/validator/v10"
 )
 
@@ -676,7 +677,8 @@ func (d *decoder) membersOf(raw []byte, path string, member func(name, path stri
 
 // fastMembers is members for a value already known to be valid JSON: it
 // finds each member's name and value by scanning raw, where a Decoder
-// would tokenize and copy it. What it reports is what members reports.
+// would tokenize and copy it (jsonscan). What it reports is what members
+// reports.
 func (d *decoder) fastMembers(raw []byte, path string, member func(name, path string, raw json.RawMessage) bool) bool {
 	i := skipJSONSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
@@ -690,7 +692,7 @@ func (d *decoder) fastMembers(raw []byte, path string, member func(name, path st
 	seen := make(map[string]bool)
 	i = skipJSONSpace(raw, i+1)
 	for i < len(raw) && raw[i] == '"' {
-		end := jsonValueEnd(raw, i)
+		end, _ := jsonscan.ValueEnd(raw, i) // raw is valid JSON: exact
 		var name string
 		if key := raw[i:end]; bytes.IndexByte(key, '\\') < 0 {
 			name = string(key[1 : len(key)-1])
@@ -700,7 +702,7 @@ func (d *decoder) fastMembers(raw []byte, path string, member func(name, path st
 		}
 		i = skipJSONSpace(raw, end) // at ':'
 		i = skipJSONSpace(raw, i+1) // at the value
-		end = jsonValueEnd(raw, i)
+		end, _ = jsonscan.ValueEnd(raw, i)
 		p := joinPath(path, name)
 		switch {
 		case seen[name]:
@@ -719,45 +721,6 @@ func (d *decoder) fastMembers(raw []byte, path string, member func(name, path st
 
 func skipJSONSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// jsonValueEnd returns where the value starting at b[i] ends, for b known
-// to be valid JSON.
-func jsonValueEnd(b []byte, i int) int {
-	nest := 0
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			i++
-			for b[i] != '"' {
-				if b[i] == '\\' {
-					i++
-				}
-				i++
-			}
-			i++
-			if nest == 0 {
-				return i
-			}
-			continue
-		case '{', '[':
-			nest++
-		case '}', ']':
-			if nest == 0 {
-				return i // the end of a scalar, at its container's close
-			}
-			nest--
-			if nest == 0 {
-				return i + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if nest == 0 {
-				return i
-			}
-		}
 		i++
 	}
 	return i
