@@ -103,7 +103,7 @@ func Contract() contract.Part {
 				},
 				Problems: []string{contract.CodeOperatorUnauthorized, contract.CodeOperatorRationaleTooShort, CodeIntentNotFound, CodeApprovalExpired,
 					CodeApprovalMismatch, CodeNotPending, CodeUnauthorized, CodeFrozen, CodeRailUnavailable,
-					CodeDeclined, contract.CodeRequestTooLarge, contract.CodeRequestUnsupportedMediaType, contract.CodeUnavailable},
+					CodeDeclined, CodeInFlight, contract.CodeRequestTooLarge, contract.CodeRequestUnsupportedMediaType, contract.CodeUnavailable},
 			},
 			{
 				ID: "operator.refund", Method: "POST", Path: "/operator/refund", MovesValue: true,

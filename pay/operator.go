@@ -69,7 +69,7 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 	// intent settling (the reconciler, a retry) sends it meanwhile and
 	// leaves this call to answer from the held request's stored outcome.
 	if !s.claim(req.IntentID) {
-		return nil, ErrInFlight
+		return nil, intentBusyError{req.IntentID}
 	}
 	defer s.release(req.IntentID)
 	var (
@@ -576,3 +576,14 @@ func (s *Service) reconcileRefunds(ctx context.Context) (done, pending int, err 
 	}
 	return done, pending, nil
 }
+
+// intentBusyError is ErrInFlight (409 idempotency.in_flight, retry as is)
+// for a request that names an intent rather than an idempotency key: it
+// says what is busy instead of speaking of a key the caller never sent.
+type intentBusyError struct{ id string }
+
+func (e intentBusyError) Error() string {
+	return "pay: intent " + e.id + " is being settled by another request; send the same request again in a moment"
+}
+
+func (e intentBusyError) Unwrap() error { return ErrInFlight }

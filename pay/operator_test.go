@@ -3,6 +3,7 @@ package pay
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,4 +209,22 @@ func TestRefundIrreversibleAndUnknown(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestApproveWhileSettling checks the answer to an approval of an intent
+// another request is settling: ErrInFlight (409, retry as is), worded
+// about the intent, not about an idempotency key.
+func TestApproveWhileSettling(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	if !h.svc.claim("int_busy") {
+		t.Fatal("claim")
+	}
+	defer h.svc.release("int_busy")
+	_, err := h.svc.Approve(t.Context(), ApproveRequest{IntentID: "int_busy", Challenge: "AAAA"}, opCall("op-alice"))
+	if !errors.Is(err, ErrInFlight) {
+		t.Fatalf("Approve of a busy intent = %v, want ErrInFlight", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "int_busy") || strings.Contains(msg, "idempotency") {
+		t.Errorf("message %q should name the intent and not an idempotency key", msg)
+	}
 }
