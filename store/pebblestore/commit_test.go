@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -555,5 +556,109 @@ func TestEmptyUpdateIsBarrier(t *testing.T) {
 			t.Errorf("round %d: after the barrier and a power cut: %q, want %q", round, got, want)
 		}
 		s2.Close()
+	}
+}
+
+// TestGatherRejoinsAnsweredCohort checks the committer's gather: once a
+// group of gatherMin or more is answered, its callers' next transactions
+// commit together in one group, not split between the group that was
+// waiting and the one after it.
+func TestGatherRejoinsAnsweredCohort(t *testing.T) {
+	var (
+		armed   atomic.Bool
+		inSync  = make(chan chan struct{}, 1)
+		injectr = errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if isWALSync(op) && armed.CompareAndSwap(true, false) {
+				release := make(chan struct{})
+				inSync <- release
+				<-release
+			}
+			return nil
+		})
+		mu     sync.Mutex
+		groups []int
+	)
+	s, err := Open("db", &Options{
+		FS:     errorfs.Wrap(vfs.NewMem(), injectr),
+		Logger: quiet,
+		OnCommit: func(ci CommitInfo) {
+			mu.Lock()
+			groups = append(groups, ci.Txns)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The cohort's second transactions must all arrive within the gather
+	// window, however slow the machine running the test.
+	s.maxGather = time.Minute
+	w := watchQueue(s)
+
+	armed.Store(true)
+	first := make(chan error, 1)
+	go func() { first <- s.Update(context.Background(), set("first", "")) }()
+	release1 := <-inSync // group 1 (one member) is in its fsync
+
+	const cohort = 2 * gatherMin
+	errs := make(chan error, cohort)
+	for i := range cohort {
+		go func() {
+			if err := s.Update(context.Background(), set(fmt.Sprintf("a%02d", i), "")); err != nil {
+				errs <- err
+				return
+			}
+			errs <- s.Update(context.Background(), set(fmt.Sprintf("b%02d", i), ""))
+		}()
+	}
+	<-w.until(1 + cohort)
+	armed.Store(true)
+	close(release1)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	release2 := <-inSync // group 2, the cohort's first transactions, is in its fsync
+	// The gather window is as long as the fsync it follows: make it long.
+	time.Sleep(50 * time.Millisecond)
+	close(release2)
+	for range cohort {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{1, cohort, cohort}; !slices.Equal(groups, want) {
+		t.Errorf("group sizes %v, want %v: the answered cohort's next transactions should commit in one group", groups, want)
+	}
+}
+
+// TestGatherNeverHoldsSmallGroups runs callers too few to be gathered with
+// an unbounded gather window: were a group of fewer than gatherMin ever
+// held back, the test would hang.
+func TestGatherNeverHoldsSmallGroups(t *testing.T) {
+	s, err := Open("db", &Options{FS: vfs.NewMem(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.maxGather = time.Hour
+
+	var wg sync.WaitGroup
+	for c := range gatherMin - 1 {
+		wg.Go(func() {
+			for i := range 50 {
+				if err := s.Update(t.Context(), set(fmt.Sprintf("c%d-%02d", c, i), "")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := s.Stats().Txns, uint64((gatherMin-1)*50); got != want {
+		t.Errorf("%d transactions committed, want %d", got, want)
 	}
 }

@@ -61,6 +61,9 @@ type group struct {
 	// deferred is set once a member was answered before the group
 	// committed (UpdateDeferred).
 	deferred bool
+	// synced is how long the group took from its apply to the end of its
+	// fsync; set before its members are answered, zero if it failed.
+	synced time.Duration
 }
 
 // committer is the single writer; see the package documentation.
@@ -73,15 +76,38 @@ type group struct {
 // arrived meanwhile (groups do not shrink), nobody is answered about data
 // that is not durable yet, and the functions' CPU time overlaps the disk's
 // instead of adding to it.
+//
+// Under steady concurrency that pipeline alone splits the callers into two
+// cohorts that take turns: when k's fsync completes, k+1 holds only the
+// callers that arrived during it, and k's members, just answered, come back
+// for k+2. Each fsync then carries about half of the callers. So once a
+// large group (gatherMin or more) is answered, the next is held back until
+// it is as large, or for as long as the last fsync took (at most
+// maxGather): the answered cohort rejoins, and one fsync carries both.
+// With 64 concurrent appenders this took the record from 34 to 58 entries
+// per fsync (docs/PERFORMANCE.md). The wait never exceeds the fsync it
+// saves. Below gatherMin nothing waits, so a lone or sequential caller's
+// latency is unchanged.
 func (s *Store) committer() {
 	defer close(s.committerDone)
 	var cur *group
 	var inflight chan struct{} // closed when the group in flight is answered
+	var flying *group          // the group in flight
+	var want int               // hold cur until it has this many, while gathering
+	gather := time.NewTimer(time.Hour)
+	gather.Stop()
+	var gathering <-chan time.Time
 	for {
 		if cur != nil && inflight == nil && (cur.taken >= s.maxGroup || len(s.reqs) == 0) {
-			inflight = s.apply(cur)
-			cur = nil
-			continue
+			if gathering == nil || cur.taken >= want {
+				if gathering != nil {
+					gather.Stop()
+					gathering = nil
+				}
+				inflight, flying = s.apply(cur), cur
+				cur = nil
+				continue
+			}
 		}
 		reqs := s.reqs
 		if cur != nil && cur.taken >= s.maxGroup {
@@ -100,14 +126,33 @@ func (s *Store) committer() {
 			s.runMember(cur, req)
 		case <-inflight:
 			inflight = nil
+			if n := len(flying.members); n >= gatherMin && flying.synced > 0 {
+				want = n
+				gather.Reset(min(flying.synced, s.maxGather))
+				gathering = gather.C
+			}
+			flying = nil
+		case <-gathering:
+			gathering = nil
 		case job := <-exclusive:
 			job.err = job.fn()
 			close(job.done)
 		case <-stop:
+			gather.Stop()
 			return
 		}
 	}
 }
+
+const (
+	// gatherMin is the smallest answered group after which the committer
+	// holds the next one back to gather (see committer): below it the
+	// callers are too few for the two cohorts to matter.
+	gatherMin = 8
+	// maxGather bounds how long a group is held back (Store.maxGather,
+	// which tests lengthen).
+	maxGather = time.Millisecond
+)
 
 // runMember runs r's function into g, unless the store has failed.
 func (s *Store) runMember(g *group, r *request) {
@@ -187,6 +232,7 @@ func (s *Store) apply(g *group) chan struct{} {
 		err := s.syncWait(g.batch)
 		s.observe(g, start, err)
 		if err == nil {
+			g.synced = time.Since(start)
 			s.groups.Add(1)
 			s.txns.Add(uint64(len(g.members)))
 			s.publishSnapshot()

@@ -150,6 +150,9 @@ type Store struct {
 	logger   *slog.Logger
 	maxGroup int
 	onCommit func(CommitInfo)
+	// maxGather bounds how long the committer holds a group back to
+	// gather the callers of the group before it (see committer).
+	maxGather time.Duration
 
 	// reqs carries queued transactions to the committer, in arrival order.
 	reqs chan *request
@@ -264,6 +267,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		exclusive:     make(chan *exclusiveJob),
 		logger:        o.Logger,
 		maxGroup:      o.MaxGroup,
+		maxGather:     maxGather,
 		onCommit:      o.OnCommit,
 		reqs:          make(chan *request, o.MaxGroup),
 		stop:          make(chan struct{}),
