@@ -110,6 +110,11 @@ type Options struct {
 	// (0) is DefaultCacheSize.
 	CacheSize int64
 
+	// CompactionRate is how many bytes per second Pebble's compactions may
+	// write while the store keeps up with them (pace.go). The default (0)
+	// is DefaultCompactionRate; a negative rate leaves them unpaced.
+	CompactionRate int
+
 	// OnCommit, if set, is called by the committer after every group
 	// commit that wrote something, with what it cost; metrics hang here.
 	// It runs on the committer goroutine between groups, so it must be
@@ -183,6 +188,9 @@ type Store struct {
 
 	txns, groups atomic.Uint64
 
+	// pace paces compactions (pace.go); nil if they run unpaced.
+	pace *pacer
+
 	// cache is the committer's read cache (cache.go); only the committer
 	// goroutine touches it.
 	cache readCache
@@ -226,8 +234,17 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
+	var pace *pacer
+	pebbleFS := o.FS
+	if o.CompactionRate == 0 {
+		o.CompactionRate = DefaultCompactionRate
+	}
+	if o.CompactionRate > 0 {
+		pace = newPacer(o.CompactionRate)
+		pebbleFS = pacedFS{FS: o.FS, lim: pace.lim}
+	}
 	po := &pebble.Options{
-		FS:     o.FS,
+		FS:     pebbleFS,
 		Logger: pebbleLogger{o.Logger},
 		Cache:  cache,
 	}
@@ -253,8 +270,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 	// at Pebble's default of 12, which would sit too close to it. Memtables
 	// larger than 8 MiB were slower on the machines measured: a 32 MiB flush
 	// stalls the log's fsync behind the flush's own writes.
-	po.L0CompactionThreshold = 16
-	po.L0StopWritesThreshold = 64
+	po.L0CompactionThreshold = l0CompactionThreshold
+	po.L0StopWritesThreshold = l0StopWritesThreshold
 	po.MemTableSize = 8 << 20
 	db, err := pebble.Open(dir, po)
 	if err != nil {
@@ -273,8 +290,12 @@ func Open(dir string, opts *Options) (*Store, error) {
 		stop:          make(chan struct{}),
 		committerDone: make(chan struct{}),
 		snap:          newSharedSnapshot(db),
+		pace:          pace,
 	}
 	go s.committer()
+	if pace != nil {
+		go pace.watch(db)
+	}
 	return s, nil
 }
 
@@ -412,6 +433,9 @@ func (s *Store) Close() (err error) {
 	s.snap.release()
 	s.snap = nil
 	s.snapMu.Unlock()
+	if s.pace != nil {
+		s.pace.close()
+	}
 
 	// Pebble may report a database that failed mid-commit through Fatalf,
 	// which panics here; Close must still return.
