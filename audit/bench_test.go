@@ -57,6 +57,8 @@ func BenchmarkAppend64(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 	if s := st.Stats(); s.Groups > 0 {
 		b.ReportMetric(float64(s.Txns)/float64(s.Groups), "txn/group")
+		b.ReportMetric(float64(s.Holds)/float64(s.Groups), "holds/group")
+		b.ReportMetric(float64(s.FailedHolds)/float64(s.Groups), "failed/group")
 	}
 }
 

@@ -54,6 +54,13 @@ func watchQueue(s *Store) *queueWatch {
 	return w
 }
 
+// count returns how many transactions have been queued so far.
+func (w *queueWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
 // until returns a channel closed once n transactions in all have been queued.
 func (w *queueWatch) until(n int) <-chan struct{} {
 	w.mu.Lock()
@@ -154,8 +161,8 @@ func TestGroupCommitSharesSyncs(t *testing.T) {
 	if got := syncs.Load() - before; got != 2 {
 		t.Errorf("%d commits took %d WAL syncs, want 2 (one for the first, one for the other %d)", writers, got, writers-1)
 	}
-	if got, want := s.Stats(), (Stats{Txns: writers, Groups: 2}); got != want {
-		t.Errorf("Stats = %+v, want %+v", got, want)
+	if st := s.Stats(); st.Txns != writers || st.Groups != 2 {
+		t.Errorf("Stats = %+v, want %d transactions in 2 groups", st, writers)
 	}
 	if got := len(keys(t, s)); got != writers {
 		t.Errorf("%d keys, want %d", got, writers)
@@ -217,8 +224,8 @@ func TestGroupMembersSeeEachOther(t *testing.T) {
 		}
 	}
 	// The queued transactions joined the blocked one's group.
-	if got, want := s.Stats(), (Stats{Txns: uint64(ok) + 1, Groups: 1}); got != want {
-		t.Errorf("Stats = %+v, want %+v", got, want)
+	if st := s.Stats(); st.Txns != uint64(ok)+1 || st.Groups != 1 {
+		t.Errorf("Stats = %+v, want %d transactions in 1 group", st, ok+1)
 	}
 	err = s.View(t.Context(), func(r store.Reader) error {
 		v, err := r.Get([]byte("counter"))
@@ -565,21 +572,12 @@ func TestEmptyUpdateIsBarrier(t *testing.T) {
 // waiting and the one after it.
 func TestGatherRejoinsAnsweredCohort(t *testing.T) {
 	var (
-		armed   atomic.Bool
-		inSync  = make(chan chan struct{}, 1)
-		injectr = errorfs.InjectorFunc(func(op errorfs.Op) error {
-			if isWALSync(op) && armed.CompareAndSwap(true, false) {
-				release := make(chan struct{})
-				inSync <- release
-				<-release
-			}
-			return nil
-		})
+		g      = newSyncGate()
 		mu     sync.Mutex
 		groups []int
 	)
 	s, err := Open("db", &Options{
-		FS:     errorfs.Wrap(vfs.NewMem(), injectr),
+		FS:     errorfs.Wrap(vfs.NewMem(), g.injector()),
 		Logger: quiet,
 		OnCommit: func(ci CommitInfo) {
 			mu.Lock()
@@ -593,13 +591,13 @@ func TestGatherRejoinsAnsweredCohort(t *testing.T) {
 	defer s.Close()
 	// The cohort's second transactions must all arrive within the gather
 	// window, however slow the machine running the test.
-	s.maxGather = time.Minute
+	s.maxGather, s.gatherGap = time.Minute, time.Minute
 	w := watchQueue(s)
 
-	armed.Store(true)
+	g.armed.Store(true)
 	first := make(chan error, 1)
 	go func() { first <- s.Update(context.Background(), set("first", "")) }()
-	release1 := <-inSync // group 1 (one member) is in its fsync
+	release1 := <-g.inSync // group 1 (one member) is in its fsync
 
 	const cohort = 2 * gatherMin
 	errs := make(chan error, cohort)
@@ -613,12 +611,12 @@ func TestGatherRejoinsAnsweredCohort(t *testing.T) {
 		}()
 	}
 	<-w.until(1 + cohort)
-	armed.Store(true)
+	g.armed.Store(true)
 	close(release1)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	release2 := <-inSync // group 2, the cohort's first transactions, is in its fsync
+	release2 := <-g.inSync // group 2, the cohort's first transactions, is in its fsync
 	// The gather window is as long as the fsync it follows: make it long.
 	time.Sleep(50 * time.Millisecond)
 	close(release2)
@@ -644,7 +642,7 @@ func TestGatherNeverHoldsSmallGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.maxGather = time.Hour
+	s.maxGather, s.gatherGap = time.Hour, time.Hour
 
 	var wg sync.WaitGroup
 	for c := range gatherMin - 1 {
@@ -660,5 +658,81 @@ func TestGatherNeverHoldsSmallGroups(t *testing.T) {
 	wg.Wait()
 	if got, want := s.Stats().Txns, uint64((gatherMin-1)*50); got != want {
 		t.Errorf("%d transactions committed, want %d", got, want)
+	}
+}
+
+// syncGate blocks the next WAL sync after arm until the returned release
+// is called.
+type syncGate struct {
+	armed  atomic.Bool
+	inSync chan chan struct{}
+}
+
+func newSyncGate() *syncGate { return &syncGate{inSync: make(chan chan struct{}, 1)} }
+
+func (g *syncGate) injector() errorfs.Injector {
+	return errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if isWALSync(op) && g.armed.CompareAndSwap(true, false) {
+			release := make(chan struct{})
+			g.inSync <- release
+			<-release
+		}
+		return nil
+	})
+}
+
+// largeGroup commits a group of n transactions, one per caller, each
+// queued while the group before is in its fsync, and waits for them.
+func largeGroup(t *testing.T, s *Store, g *syncGate, w *queueWatch, prefix string, n int) {
+	t.Helper()
+	queued := w.count()
+	g.armed.Store(true)
+	first := make(chan error, 1)
+	go func() { first <- s.Update(context.Background(), set(prefix+"-first", "")) }()
+	release := <-g.inSync
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- s.Update(context.Background(), set(fmt.Sprintf("%s-%02d", prefix, i), "")) }()
+	}
+	<-w.until(queued + 1 + n)
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGatherBacksOff checks that a hold whose callers do not come back
+// makes the committer let the next chances to hold pass.
+func TestGatherBacksOff(t *testing.T) {
+	g := newSyncGate()
+	s, err := Open("db", &Options{FS: errorfs.Wrap(vfs.NewMem(), g.injector()), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.maxGather, s.gatherGap = 20*time.Millisecond, 20*time.Millisecond
+	w := watchQueue(s)
+
+	// A group of 2×gatherMin callers that each commit once: the hold
+	// after it gathers one transaction, not 2×gatherMin, and fails.
+	largeGroup(t, s, g, w, "a", 2*gatherMin)
+	if err := s.Update(t.Context(), set("lone", "")); err != nil {
+		t.Fatal(err)
+	}
+	if h, f := s.gatherHolds.Load(), s.gatherFailed.Load(); h != 1 || f != 1 {
+		t.Fatalf("after the first large group: %d holds, %d failed; want 1, 1", h, f)
+	}
+	// The next large group is not held.
+	largeGroup(t, s, g, w, "b", 2*gatherMin)
+	if err := s.Update(t.Context(), set("lone2", "")); err != nil {
+		t.Fatal(err)
+	}
+	if h, f := s.gatherHolds.Load(), s.gatherFailed.Load(); h != 1 || f != 1 {
+		t.Errorf("after the second large group: %d holds, %d failed; want still 1, 1", h, f)
 	}
 }

@@ -69,7 +69,7 @@ func ExampleOpen() {
 	defer st.Close()
 	fmt.Println(st.Stats())
 	// Output:
-	// {0 0}
+	// {0 0 0 0}
 }
 
 // An increment that is safe under any number of concurrent callers: the
@@ -102,7 +102,7 @@ func ExampleStore_Update() {
 	fmt.Printf("%+v\n", st.Stats())
 	// Output:
 	// +++ <nil>
-	// {Txns:3 Groups:3}
+	// {Txns:3 Groups:3 Holds:0 FailedHolds:0}
 }
 
 // A prefix scan, newest first.

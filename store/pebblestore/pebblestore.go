@@ -146,6 +146,10 @@ type Stats struct {
 	// Groups is the number of group commits that wrote something: one fsync
 	// each.
 	Groups uint64
+	// Holds is the number of groups the committer held back to gather the
+	// callers of the group before them; FailedHolds, those of them that
+	// gathered less than half of the callers missing (see the committer).
+	Holds, FailedHolds uint64
 }
 
 // Store is a durable [store.Store] on Pebble. It is safe for concurrent use
@@ -155,9 +159,9 @@ type Store struct {
 	logger   *slog.Logger
 	maxGroup int
 	onCommit func(CommitInfo)
-	// maxGather bounds how long the committer holds a group back to
-	// gather the callers of the group before it (see committer).
-	maxGather time.Duration
+	// maxGather and gatherGap bound how long the committer holds a group
+	// back to gather the callers of the group before it (see committer).
+	maxGather, gatherGap time.Duration
 
 	// reqs carries queued transactions to the committer, in arrival order.
 	reqs chan *request
@@ -187,6 +191,10 @@ type Store struct {
 	exclusive chan *exclusiveJob
 
 	txns, groups atomic.Uint64
+	// gatherHolds counts the groups held back to gather (see committer),
+	// gatherFailed those of them that ended before their group was as
+	// large as the one answered before it.
+	gatherHolds, gatherFailed atomic.Uint64
 
 	// pace paces compactions (pace.go); nil if they run unpaced.
 	pace *pacer
@@ -285,6 +293,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		logger:        o.Logger,
 		maxGroup:      o.MaxGroup,
 		maxGather:     maxGather,
+		gatherGap:     gatherGap,
 		onCommit:      o.OnCommit,
 		reqs:          make(chan *request, o.MaxGroup),
 		stop:          make(chan struct{}),
@@ -410,7 +419,12 @@ func (s *Store) fail(cause error) error {
 
 // Stats returns counts of the committer's work since Open.
 func (s *Store) Stats() Stats {
-	return Stats{Txns: s.txns.Load(), Groups: s.groups.Load()}
+	return Stats{
+		Txns:        s.txns.Load(),
+		Groups:      s.groups.Load(),
+		Holds:       s.gatherHolds.Load(),
+		FailedHolds: s.gatherFailed.Load(),
+	}
 }
 
 // Close stops accepting transactions, waits for the Views and Updates in
