@@ -147,6 +147,9 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	tr := &http.Transport{MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
 	url := strings.TrimRight(*base, "/") + "/pay"
+	if err := warmConnections(ctx, client, strings.TrimRight(*base, "/")+"/healthz", *conc); err != nil {
+		return err
+	}
 
 	lat := make([]time.Duration, *n)
 	status := make([]int, *n)
@@ -210,6 +213,40 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
 	if counts[200] != *n {
 		return errors.New("not every payment settled")
+	}
+	return nil
+}
+
+// warmConnections opens the client's connections before the clock starts.
+// Otherwise an open-loop run's first requests each wait for a TCP handshake
+// while up to conc connections are dialled at once, and the tail measures
+// the load generator's start rather than the server. Each request holds its
+// response unread until every one has been answered: a connection whose
+// body is unread cannot be reused, so the conc requests open conc
+// connections, left idle in the pool for the run.
+func warmConnections(ctx context.Context, client *http.Client, url string, conc int) error {
+	var wg sync.WaitGroup
+	var answered sync.WaitGroup
+	answered.Add(conc)
+	errs := make(chan error, conc)
+	for range conc {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			resp, err := client.Do(req)
+			answered.Done()
+			answered.Wait()
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("loadtest: opening %d connections: %w", conc, err)
 	}
 	return nil
 }

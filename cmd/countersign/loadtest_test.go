@@ -1,0 +1,51 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+)
+
+// TestWarmConnectionsOpensOnePerWorker checks that the warm-up leaves as
+// many connections open as the run has workers, so that no timed request
+// waits for a handshake.
+func TestWarmConnectionsOpensOnePerWorker(t *testing.T) {
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	const conc = 17
+	tr := &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	if err := warmConnections(t.Context(), client, srv.URL+"/healthz", conc); err != nil {
+		t.Fatal(err)
+	}
+	if got := opened.Load(); got != conc {
+		t.Fatalf("warm-up opened %d connections, want %d", got, conc)
+	}
+	// A second warm-up finds them all idle and opens none.
+	if err := warmConnections(t.Context(), client, srv.URL+"/healthz", conc); err != nil {
+		t.Fatal(err)
+	}
+	if got := opened.Load(); got != conc {
+		t.Errorf("after a second warm-up, %d connections opened in all, want still %d", got, conc)
+	}
+}
+
+func TestWarmConnectionsReportsAFailure(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	if err := warmConnections(t.Context(), http.DefaultClient, url+"/healthz", 3); err == nil {
+		t.Fatal("warming connections to a closed server succeeded")
+	}
+}
