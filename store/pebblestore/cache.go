@@ -26,8 +26,10 @@ const (
 	// cacheGeneration is how many keys one generation holds.
 	cacheGeneration = 4096
 	// cacheMaxValue is the largest value kept; a larger one written
-	// drops the key.
-	cacheMaxValue = 1024
+	// drops the key. A payment's intent (about 1.1 KB) must fit: its
+	// outcome reads it back in the next group. At most two generations
+	// of such values, 16 MiB, are held.
+	cacheMaxValue = 2048
 )
 
 func (c *readCache) get(k []byte) (cacheEntry, bool) {
