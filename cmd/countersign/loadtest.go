@@ -222,8 +222,9 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // while up to conc connections are dialled at once, and the tail measures
 // the load generator's start rather than the server. Each request holds its
 // response unread until every one has been answered: a connection whose
-// body is unread cannot be reused, so the conc requests open conc
-// connections, left idle in the pool for the run.
+// body is unread cannot be reused (/healthz answers with a body; one
+// without would free its connection at once), so the conc requests open
+// conc connections, left idle in the pool for the run.
 func warmConnections(ctx context.Context, client *http.Client, url string, conc int) error {
 	var wg sync.WaitGroup
 	var answered sync.WaitGroup
