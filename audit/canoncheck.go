@@ -81,17 +81,8 @@ func (c *canonScanner) object(depth int) bool {
 		if !c.value(depth + 1) {
 			return false
 		}
-		if c.i >= len(c.b) {
-			return false
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i++
-		case '}':
-			c.i++
-			return true
-		default:
-			return false
+		if more, ok := c.sep('}'); !more {
+			return ok
 		}
 	}
 }
@@ -106,19 +97,28 @@ func (c *canonScanner) array(depth int) bool {
 		if !c.value(depth + 1) {
 			return false
 		}
-		if c.i >= len(c.b) {
-			return false
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i++
-		case ']':
-			c.i++
-			return true
-		default:
-			return false
+		if more, ok := c.sep(']'); !more {
+			return ok
 		}
 	}
+}
+
+// sep consumes what follows a member or an element: a ',' (more is true)
+// or the closing byte (more is false, ok is true). Anything else, or the
+// end of the input, is not canonical (both false).
+func (c *canonScanner) sep(closing byte) (more, ok bool) {
+	if c.i >= len(c.b) {
+		return false, false
+	}
+	switch c.b[c.i] {
+	case ',':
+		c.i++
+		return true, true
+	case closing:
+		c.i++
+		return false, true
+	}
+	return false, false
 }
 
 // str scans a string at c.i and returns its raw content (between the

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
@@ -162,13 +160,7 @@ func TestReplayOfEveryOutcome(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !again.Replayed {
-				t.Error("replay not marked")
-			}
-			again.Replayed = false
-			if diff := cmp.Diff(first, again); diff != "" {
-				t.Errorf("replay differs (-first +replay):\n%s", diff)
-			}
+			checkReplay(t, first, again)
 			h.clock.Add(7*24*time.Hour + time.Second)
 			if n, err := h.svc.SweepIdempotency(t.Context()); err != nil || n != 1 {
 				t.Fatalf("sweep after retention: %d, %v; want 1", n, err)

@@ -682,11 +682,7 @@ func (d *decoder) membersOf(raw []byte, path string, member func(name, path stri
 func (d *decoder) fastMembers(raw []byte, path string, member func(name, path string, raw json.RawMessage) bool) bool {
 	i := skipJSONSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
-		if path == "" {
-			d.add(path, "type", "the body must be a JSON object")
-		} else {
-			d.add(path, "type", "must be an object")
-		}
+		d.notObject(path)
 		return false
 	}
 	seen := make(map[string]bool)
@@ -703,20 +699,36 @@ func (d *decoder) fastMembers(raw []byte, path string, member func(name, path st
 		i = skipJSONSpace(raw, end) // at ':'
 		i = skipJSONSpace(raw, i+1) // at the value
 		end, _ = jsonscan.ValueEnd(raw, i)
-		p := joinPath(path, name)
-		switch {
-		case seen[name]:
-			d.add(p, "duplicate", "appears more than once")
-		case !member(name, p, json.RawMessage(raw[i:end])):
-			d.add(p, "unknown", "is not a known field")
-		}
-		seen[name] = true
+		d.member(seen, path, name, json.RawMessage(raw[i:end]), member)
 		i = skipJSONSpace(raw, end) // at ',' or '}'
 		if i < len(raw) && raw[i] == ',' {
 			i = skipJSONSpace(raw, i+1)
 		}
 	}
 	return true
+}
+
+// notObject reports that the value at path (the body, if path is empty)
+// is not a JSON object.
+func (d *decoder) notObject(path string) {
+	if path == "" {
+		d.add(path, "type", "the body must be a JSON object")
+	} else {
+		d.add(path, "type", "must be an object")
+	}
+}
+
+// member hands one member of the object at path to member, once: a name
+// seen before is a duplicate, and a name member refuses is unknown.
+func (d *decoder) member(seen map[string]bool, path, name string, raw json.RawMessage, member func(name, path string, raw json.RawMessage) bool) {
+	p := joinPath(path, name)
+	switch {
+	case seen[name]:
+		d.add(p, "duplicate", "appears more than once")
+	case !member(name, p, raw):
+		d.add(p, "unknown", "is not a known field")
+	}
+	seen[name] = true
 }
 
 func skipJSONSpace(b []byte, i int) int {
@@ -751,11 +763,7 @@ func (d *decoder) members(dec *json.Decoder, path string, member func(name, path
 		return false
 	}
 	if tok != json.Delim('{') {
-		if path == "" {
-			d.add(path, "type", "the body must be a JSON object")
-		} else {
-			d.add(path, "type", "must be an object")
-		}
+		d.notObject(path)
 		return false
 	}
 	seen := make(map[string]bool)
@@ -771,14 +779,7 @@ func (d *decoder) members(dec *json.Decoder, path string, member func(name, path
 			d.syntaxError(err)
 			return false
 		}
-		p := joinPath(path, name)
-		switch {
-		case seen[name]:
-			d.add(p, "duplicate", "appears more than once")
-		case !member(name, p, raw):
-			d.add(p, "unknown", "is not a known field")
-		}
-		seen[name] = true
+		d.member(seen, path, name, raw, member)
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
 		d.syntaxError(err)
