@@ -9,54 +9,88 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Compactions are paced so that they do not take the disk and a core from
-// the commits in bursts.
+// Compactions and memtable flushes are paced so that they do not take the
+// disk and a core from the commits in bursts.
 //
-// Pebble runs a compaction as fast as it can: on the machines measured
+// Pebble runs both as fast as it can. On the machines measured
 // (docs/PERFORMANCE.md) an L0→Lbase compaction wrote for 0.4–0.7 s at full
 // speed, and for that long every commit's fsync took 5–50 ms instead of
-// about 1 ms, queued behind the compaction's writeback. At half a server's
-// sustained rate most requests slower than 25 ms fell inside those windows.
-// Written at a steady rate instead, the same compaction takes a few seconds
-// and the fsyncs beside it stay short.
+// about 1 ms, queued behind the compaction's writeback. A flush of an 8 MiB
+// memtable took one of the two cores for 25–70 ms, during which requests
+// queued behind the remaining core. At half a server's sustained rate most
+// requests slower than 25 ms fell inside those windows. Written at a steady
+// rate instead, the same compaction takes a few seconds and the same flush
+// a quarter of a second, and the fsyncs and requests beside them stay short.
 //
-// Pacing must never let compaction fall behind, or L0 would grow until
-// Pebble stops writes altogether. So the pace holds only while L0 is
-// healthy: a watcher lifts it while L0 has paceLiftSublevels or more
-// sublevels (compaction begins at L0CompactionThreshold, writes stop at
-// L0StopWritesThreshold) and restores it once L0 is back at its threshold.
+// Pacing must never let either fall behind, or Pebble would stop writes
+// altogether: at L0StopWritesThreshold sublevels for compactions, at
+// MemTableStopWritesThreshold queued memtables for flushes. So each pace
+// holds only while the store keeps up: a watcher lifts the compaction pace
+// while L0 has paceLiftSublevels or more sublevels (compaction begins at
+// L0CompactionThreshold) and restores it once L0 is back at its threshold,
+// and lifts the flush pace while flushLiftMemtables or more memtables exist
+// (the one being written and two full ones waiting) and restores it once
+// at most one waits.
 
 // DefaultCompactionRate is the [Options.CompactionRate] used when it is
 // zero: 16 MiB/s, several times what a loaded two-core server's
 // compactions write on average.
 const DefaultCompactionRate = 16 << 20
 
+// DefaultFlushRate is the [Options.FlushRate] used when it is zero: 8 MiB/s.
+// An 8 MiB memtable of this store's data flushes to about 2 MiB, so a paced
+// flush takes about a quarter of a second, less than a loaded two-core
+// server takes to fill the next memtable (about 0.35 s at its sustained
+// rate).
+const DefaultFlushRate = 8 << 20
+
 const (
 	l0CompactionThreshold = 16
 	l0StopWritesThreshold = 64
 	// paceLiftSublevels is the L0 depth at which compactions run unpaced.
 	paceLiftSublevels = l0CompactionThreshold + 8
+	// memTableStopWrites is Pebble's MemTableStopWritesThreshold: room
+	// for the memtable being written, one being flushed at its pace and
+	// two more before writes stop (Pebble's default, 2, would stop them
+	// as soon as a paced flush fell one memtable behind).
+	memTableStopWrites = 4
+	// flushLiftMemtables is the count of memtables (the one being written
+	// included) at which flushes run unpaced.
+	flushLiftMemtables = 3
 	// paceChunk is the largest write let through at once, and the
-	// limiter's burst.
+	// limiters' burst.
 	paceChunk = 64 << 10
-	// paceWatch is how often the watcher reads L0's depth.
+	// paceWatch is how often the watcher reads L0's depth and the
+	// memtables' count.
 	paceWatch = 250 * time.Millisecond
 )
 
-// pacedFS paces the writes of the files Pebble creates for compactions
-// (its "pebble-compaction" write category), through lim. Every other file,
-// the log and memtable flushes among them, is written unpaced.
+// pacedFS paces the writes of the files Pebble creates for compactions and
+// memtable flushes (its "pebble-compaction" and "pebble-memtable-flush"
+// write categories), each through its own limiter; a nil limiter leaves
+// that category unpaced. Every other file, the log and the manifest among
+// them, is written unpaced.
 type pacedFS struct {
 	vfs.FS
-	lim *rate.Limiter
+	compaction, flush *rate.Limiter
 }
 
 func (p pacedFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := p.FS.Create(name, category)
-	if err != nil || category != "pebble-compaction" {
+	if err != nil {
 		return f, err
 	}
-	return pacedFile{File: f, lim: p.lim}, nil
+	var lim *rate.Limiter
+	switch category {
+	case "pebble-compaction":
+		lim = p.compaction
+	case "pebble-memtable-flush":
+		lim = p.flush
+	}
+	if lim == nil {
+		return f, nil
+	}
+	return pacedFile{File: f, lim: lim}, nil
 }
 
 type pacedFile struct {
@@ -81,25 +115,72 @@ func (f pacedFile) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// pacer lifts and restores the compaction pace by L0's depth.
-type pacer struct {
+// pace is one paced write category: its limiter and the rate it holds
+// while the store keeps up.
+type pace struct {
 	lim  *rate.Limiter
-	pace rate.Limit
-	stop chan struct{}
-	done chan struct{}
+	rate rate.Limit
 }
 
-func newPacer(bytesPerSecond int) *pacer {
-	pace := rate.Limit(bytesPerSecond)
-	return &pacer{
-		lim:  rate.NewLimiter(pace, paceChunk),
-		pace: pace,
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+// newPace returns the pace for bytesPerSecond, or nil for a rate that is
+// not positive (unpaced).
+func newPace(bytesPerSecond int) *pace {
+	if bytesPerSecond <= 0 {
+		return nil
+	}
+	r := rate.Limit(bytesPerSecond)
+	return &pace{lim: rate.NewLimiter(r, paceChunk), rate: r}
+}
+
+// limiter is p's limiter, nil for an unpaced category.
+func (p *pace) limiter() *rate.Limiter {
+	if p == nil {
+		return nil
+	}
+	return p.lim
+}
+
+// set lifts p (lift) or restores its rate (restore); neither leaves it as
+// it was. A nil p is unpaced and stays so.
+func (p *pace) set(lift, restore bool) {
+	switch {
+	case p == nil:
+	case lift:
+		p.lim.SetLimit(rate.Inf)
+	case restore:
+		p.lim.SetLimit(p.rate)
 	}
 }
 
-// watch runs until close, setting the pace from db's L0 depth.
+// pacer lifts and restores the paces by L0's depth and the memtables'
+// count.
+type pacer struct {
+	compaction, flush *pace
+	stop              chan struct{}
+	done              chan struct{}
+}
+
+// newPacer returns a pacer for the two rates, or nil when neither is
+// paced.
+func newPacer(compactionRate, flushRate int) *pacer {
+	p := &pacer{
+		compaction: newPace(compactionRate),
+		flush:      newPace(flushRate),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	if p.compaction == nil && p.flush == nil {
+		return nil
+	}
+	return p
+}
+
+// fs wraps fs so that the files of p's paced categories are paced.
+func (p *pacer) fs(fs vfs.FS) vfs.FS {
+	return pacedFS{FS: fs, compaction: p.compaction.limiter(), flush: p.flush.limiter()}
+}
+
+// watch runs until close, setting the paces from db's metrics.
 func (p *pacer) watch(db *pebble.DB) {
 	defer close(p.done)
 	t := time.NewTicker(paceWatch)
@@ -109,25 +190,24 @@ func (p *pacer) watch(db *pebble.DB) {
 		case <-p.stop:
 			return
 		case <-t.C:
-			p.adjust(int(db.Metrics().Levels[0].Sublevels))
+			m := db.Metrics()
+			p.adjust(int(m.Levels[0].Sublevels), int(m.MemTable.Count))
 		}
 	}
 }
 
-// adjust sets the pace for an L0 of sublevels sublevels.
-func (p *pacer) adjust(sublevels int) {
-	switch {
-	case sublevels >= paceLiftSublevels:
-		p.lim.SetLimit(rate.Inf)
-	case sublevels <= l0CompactionThreshold:
-		p.lim.SetLimit(p.pace)
-	}
+// adjust sets the paces for an L0 of sublevels sublevels and memtables
+// memtables (the one being written included).
+func (p *pacer) adjust(sublevels, memtables int) {
+	p.compaction.set(sublevels >= paceLiftSublevels, sublevels <= l0CompactionThreshold)
+	p.flush.set(memtables >= flushLiftMemtables, memtables < flushLiftMemtables)
 }
 
-// close stops the watcher and lifts the pace, so that a compaction still
-// running when the store closes finishes at full speed.
+// close stops the watcher and lifts the paces, so that a compaction or a
+// flush still running when the store closes finishes at full speed.
 func (p *pacer) close() {
 	close(p.stop)
 	<-p.done
-	p.lim.SetLimit(rate.Inf)
+	p.compaction.set(true, false)
+	p.flush.set(true, false)
 }

@@ -8,26 +8,30 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// TestPacedFSPacesOnlyCompactions writes one burst's worth through files of
-// each write category and checks that only a compaction's drew on the
-// limiter, and that every byte arrived.
-func TestPacedFSPacesOnlyCompactions(t *testing.T) {
+// TestPacedFSPacesCompactionsAndFlushes writes one burst's worth through
+// files of each write category and checks that a compaction's drew on the
+// compaction limiter, a flush's on the flush limiter, nothing else on
+// either, and that every byte arrived.
+func TestPacedFSPacesCompactionsAndFlushes(t *testing.T) {
 	for _, tc := range []struct {
 		category vfs.DiskWriteCategory
-		paced    bool
+		paced    string // which limiter: "compaction", "flush" or ""
 	}{
-		{"pebble-compaction", true},
-		{"pebble-memtable-flush", false},
-		{"pebble-wal", false},
-		{"pebble-manifest", false},
-		{vfs.WriteCategoryUnspecified, false},
+		{"pebble-compaction", "compaction"},
+		{"pebble-memtable-flush", "flush"},
+		{"pebble-wal", ""},
+		{"pebble-manifest", ""},
+		{vfs.WriteCategoryUnspecified, ""},
 	} {
 		t.Run(string(tc.category), func(t *testing.T) {
 			mem := vfs.NewMem()
-			// A rate so low that the limiter refills nothing while the
+			// A rate so low that the limiters refill nothing while the
 			// test runs: the tokens left say what was drawn.
-			lim := rate.NewLimiter(1e-9, paceChunk)
-			fs := pacedFS{FS: mem, lim: lim}
+			lims := map[string]*rate.Limiter{
+				"compaction": rate.NewLimiter(1e-9, paceChunk),
+				"flush":      rate.NewLimiter(1e-9, paceChunk),
+			}
+			fs := pacedFS{FS: mem, compaction: lims["compaction"], flush: lims["flush"]}
 			f, err := fs.Create("f", tc.category)
 			if err != nil {
 				t.Fatal(err)
@@ -47,12 +51,14 @@ func TestPacedFSPacesOnlyCompactions(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			left := lim.Tokens()
-			if tc.paced && left > 1 {
-				t.Errorf("%d tokens left after a burst's worth of writes; want 0: the file was not paced", int(left))
-			}
-			if !tc.paced && left < paceChunk-1 {
-				t.Errorf("%d tokens left; want %d: the file was paced", int(left), paceChunk)
+			for name, lim := range lims {
+				left := lim.Tokens()
+				if name == tc.paced && left > 1 {
+					t.Errorf("%s limiter: %d tokens left after a burst's worth of writes; want 0: the file was not paced", name, int(left))
+				}
+				if name != tc.paced && left < paceChunk-1 {
+					t.Errorf("%s limiter: %d tokens left; want %d: the file was paced by it", name, int(left), paceChunk)
+				}
 			}
 			r, err := mem.Open("f")
 			if err != nil {
@@ -71,7 +77,7 @@ func TestPacedFSPacesOnlyCompactions(t *testing.T) {
 // TestPacerLiftsWhileL0IsDeep checks the pace across L0 depths, including
 // the hysteresis between the compaction threshold and the lift.
 func TestPacerLiftsWhileL0IsDeep(t *testing.T) {
-	p := newPacer(1 << 20)
+	p := newPacer(1<<20, -1)
 	paced := rate.Limit(1 << 20)
 	for _, step := range []struct {
 		sublevels int
@@ -87,9 +93,63 @@ func TestPacerLiftsWhileL0IsDeep(t *testing.T) {
 		{l0CompactionThreshold, paced},
 		{paceLiftSublevels - 1, paced},
 	} {
-		p.adjust(step.sublevels)
-		if got := p.lim.Limit(); got != step.want {
+		p.adjust(step.sublevels, 1)
+		if got := p.compaction.lim.Limit(); got != step.want {
 			t.Errorf("after %d sublevels: limit %v, want %v", step.sublevels, got, step.want)
 		}
+	}
+}
+
+// TestPacerLiftsFlushesThatFallBehind checks the flush pace across the
+// memtables' count: lifted once two full memtables wait behind the one
+// being written, restored once at most one waits, and independent of the
+// compaction pace.
+func TestPacerLiftsFlushesThatFallBehind(t *testing.T) {
+	p := newPacer(1<<20, 8<<20)
+	paced := rate.Limit(8 << 20)
+	for _, step := range []struct {
+		memtables int
+		want      rate.Limit
+	}{
+		{1, paced},
+		{flushLiftMemtables - 1, paced},
+		{flushLiftMemtables, rate.Inf},
+		{memTableStopWrites, rate.Inf},
+		{flushLiftMemtables, rate.Inf},
+		{flushLiftMemtables - 1, paced},
+		{1, paced},
+	} {
+		p.adjust(0, step.memtables)
+		if got := p.flush.lim.Limit(); got != step.want {
+			t.Errorf("after %d memtables: flush limit %v, want %v", step.memtables, got, step.want)
+		}
+		if got := p.compaction.lim.Limit(); got != rate.Limit(1<<20) {
+			t.Errorf("after %d memtables: compaction limit %v, want it untouched", step.memtables, got)
+		}
+	}
+	p.adjust(paceLiftSublevels, 1)
+	if got := p.flush.lim.Limit(); got != paced {
+		t.Errorf("a deep L0 changed the flush limit to %v", got)
+	}
+}
+
+// TestNewPacer checks which categories a pacer paces, and that with
+// neither paced there is none.
+func TestNewPacer(t *testing.T) {
+	if p := newPacer(-1, -1); p != nil {
+		t.Fatal("newPacer(-1, -1) is not nil: nothing is paced")
+	}
+	for _, tc := range []struct {
+		compaction, flush int
+	}{{1 << 20, -1}, {-1, 1 << 20}, {1 << 20, 2 << 20}} {
+		p := newPacer(tc.compaction, tc.flush)
+		fs := p.fs(vfs.NewMem()).(pacedFS)
+		if (fs.compaction != nil) != (tc.compaction > 0) || (fs.flush != nil) != (tc.flush > 0) {
+			t.Errorf("newPacer(%d, %d): compaction limiter %v, flush limiter %v", tc.compaction, tc.flush, fs.compaction != nil, fs.flush != nil)
+		}
+		// adjust and close must work with a category unpaced.
+		p.adjust(paceLiftSublevels, flushLiftMemtables)
+		close(p.done) // no watcher runs here
+		p.close()
 	}
 }

@@ -115,6 +115,11 @@ type Options struct {
 	// is DefaultCompactionRate; a negative rate leaves them unpaced.
 	CompactionRate int
 
+	// FlushRate is how many bytes per second a memtable flush may write
+	// while the store keeps up with its flushes (pace.go). The default (0)
+	// is DefaultFlushRate; a negative rate leaves them unpaced.
+	FlushRate int
+
 	// OnCommit, if set, is called by the committer after every group
 	// commit that wrote something, with what it cost; metrics hang here.
 	// It runs on the committer goroutine between groups, so it must be
@@ -196,7 +201,8 @@ type Store struct {
 	// large as the one answered before it.
 	gatherHolds, gatherFailed atomic.Uint64
 
-	// pace paces compactions (pace.go); nil if they run unpaced.
+	// pace paces compactions and flushes (pace.go); nil if both run
+	// unpaced.
 	pace *pacer
 
 	// cache is the committer's read cache (cache.go); only the committer
@@ -242,14 +248,16 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
-	var pace *pacer
-	pebbleFS := o.FS
 	if o.CompactionRate == 0 {
 		o.CompactionRate = DefaultCompactionRate
 	}
-	if o.CompactionRate > 0 {
-		pace = newPacer(o.CompactionRate)
-		pebbleFS = pacedFS{FS: o.FS, lim: pace.lim}
+	if o.FlushRate == 0 {
+		o.FlushRate = DefaultFlushRate
+	}
+	pebbleFS := o.FS
+	pace := newPacer(o.CompactionRate, o.FlushRate)
+	if pace != nil {
+		pebbleFS = pace.fs(o.FS)
 	}
 	po := &pebble.Options{
 		FS:     pebbleFS,
@@ -281,6 +289,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	po.L0CompactionThreshold = l0CompactionThreshold
 	po.L0StopWritesThreshold = l0StopWritesThreshold
 	po.MemTableSize = 8 << 20
+	po.MemTableStopWritesThreshold = memTableStopWrites
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
