@@ -33,12 +33,15 @@ import (
 const loadtestSynopsis = `loadtest pay|baseline [flags]
 
   pay       --url URL --sandbox DIR [--n 20000] [--concurrency 64] [--rate R]
+            [--timeline FILE]
             Pre-signs N payment instructions with the sandbox agent's key and
             mandate (1 minor unit each, unique idempotency keys), then sends
             them to POST /pay: closed loop with C workers, or open loop at R
             requests/s (latency measured from each request's scheduled time,
             so a slow server cannot hide its queueing). Prints throughput,
-            status counts and latency percentiles.
+            status counts and latency percentiles; --timeline writes one CSV
+            line per request (start offset and latency in microseconds,
+            status), to find when in a run the slow requests came.
   baseline  --addr HOST:PORT --sandbox DIR --data DIR
             Serves POST /pay with only the irreducible work of a payment:
             decode, verify the mandate and the intent signature, sign one
@@ -133,6 +136,7 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	n := fs.Int("n", 20000, "payments to send")
 	conc := fs.Int("concurrency", 64, "concurrent connections")
 	rate := fs.Float64("rate", 0, "open-loop rate in requests/s (0: closed loop)")
+	timeline := fs.String("timeline", "", "write each request's start offset, latency (µs) and status to this CSV `file`")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -152,6 +156,7 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	lat := make([]time.Duration, *n)
+	began := make([]time.Duration, *n) // scheduled start, from the run's start
 	status := make([]int, *n)
 	var next atomic.Int64
 	start := time.Now()
@@ -183,12 +188,17 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 					resp.Body.Close()
 					status[i] = resp.StatusCode
 				}
-				lat[i] = time.Since(sched)
+				lat[i], began[i] = time.Since(sched), sched.Sub(start)
 			}
 		}()
 	}
 	wg.Wait()
 	el := time.Since(start)
+	if *timeline != "" {
+		if err := writeTimeline(*timeline, began, lat, status); err != nil {
+			return err
+		}
+	}
 	counts := map[int]int{}
 	for _, s := range status {
 		counts[s]++
@@ -211,8 +221,27 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "%d requests in %.2fs (%s): %.0f/s; statuses %s; latency p50 %v p99 %v max %v\n",
 		*n, el.Seconds(), mode, float64(*n)/el.Seconds(), strings.Join(sc, " "),
 		pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+	if *timeline != "" {
+		// The wall-clock start lines the offsets up with a server's logs.
+		fmt.Fprintf(stdout, "timeline in %s, offsets from %s\n", *timeline, start.UTC().Format(time.RFC3339Nano))
+	}
 	if counts[200] != *n {
 		return errors.New("not every payment settled")
+	}
+	return nil
+}
+
+// writeTimeline writes one CSV line per request, in the order they were
+// scheduled: start offset and latency in microseconds, and status (-1 for a
+// transport error).
+func writeTimeline(path string, began, lat []time.Duration, status []int) error {
+	var b bytes.Buffer
+	b.WriteString("start_us,latency_us,status\n")
+	for i := range lat {
+		fmt.Fprintf(&b, "%d,%d,%d\n", began[i].Microseconds(), lat[i].Microseconds(), status[i])
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("loadtest: timeline: %w", err)
 	}
 	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestWarmConnectionsOpensOnePerWorker checks that the warm-up leaves as
@@ -51,5 +54,29 @@ func TestWarmConnectionsReportsAFailure(t *testing.T) {
 	srv.Close()
 	if err := warmConnections(t.Context(), http.DefaultClient, url+"/healthz", 3); err == nil {
 		t.Fatal("warming connections to a closed server succeeded")
+	}
+}
+
+// TestWriteTimeline checks the CSV a run's --timeline leaves: a header,
+// then one line per request in scheduled order, in microseconds, with a
+// transport error as status -1.
+func TestWriteTimeline(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "timeline.csv")
+	began := []time.Duration{0, 500 * time.Microsecond, time.Second}
+	lat := []time.Duration{2 * time.Millisecond, 31500 * time.Microsecond, 1500 * time.Nanosecond}
+	status := []int{200, 200, -1}
+	if err := writeTimeline(path, began, lat, status); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "start_us,latency_us,status\n0,2000,200\n500,31500,200\n1000000,1,-1\n"
+	if string(got) != want {
+		t.Errorf("timeline:\n%s\nwant:\n%s", got, want)
+	}
+	if err := writeTimeline(filepath.Join(t.TempDir(), "no", "such", "dir.csv"), began, lat, status); err == nil {
+		t.Error("writing into a missing directory succeeded")
 	}
 }
