@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,8 +25,10 @@ import (
 //
 // Pacing must never let either fall behind, or Pebble would stop writes
 // altogether: at L0StopWritesThreshold sublevels for compactions, at
-// MemTableStopWritesThreshold queued memtables for flushes. So each pace
-// holds only while the store keeps up: a watcher lifts the compaction pace
+// MemTableStopWritesThreshold queued memtables for flushes. A flush is
+// paced to end within half the time its memtable took to fill, and never
+// slower than the configured rate, so flushes keep up with any steady
+// load. And each pace holds only while the store keeps up: a watcher lifts the compaction pace
 // while L0 has paceLiftSublevels or more sublevels (compaction begins at
 // L0CompactionThreshold) and restores it once L0 is back at its threshold,
 // and lifts the flush pace while flushLiftMemtables or more memtables exist
@@ -39,9 +42,9 @@ const DefaultCompactionRate = 16 << 20
 
 // DefaultFlushRate is the [Options.FlushRate] used when it is zero: 8 MiB/s.
 // An 8 MiB memtable of this store's data flushes to about 2 MiB, so a paced
-// flush takes about a quarter of a second, less than a loaded two-core
-// server takes to fill the next memtable (about 0.35 s at its sustained
-// rate).
+// flush takes about a quarter of a second. It is the least rate: each
+// flush is paced to end within half the time its memtable took to fill
+// (pacer.flushBegan), faster than this when the memtables fill faster.
 const DefaultFlushRate = 8 << 20
 
 const (
@@ -119,7 +122,11 @@ func (f pacedFile) Write(b []byte) (int, error) {
 // while the store keeps up.
 type pace struct {
 	lim  *rate.Limiter
-	rate rate.Limit
+	base rate.Limit // the configured rate, the least it holds
+
+	mu     sync.Mutex
+	rate   rate.Limit // base, or faster for a flush that must end sooner
+	lifted bool
 }
 
 // newPace returns the pace for bytesPerSecond, or nil for a rate that is
@@ -129,7 +136,7 @@ func newPace(bytesPerSecond int) *pace {
 		return nil
 	}
 	r := rate.Limit(bytesPerSecond)
-	return &pace{lim: rate.NewLimiter(r, paceChunk), rate: r}
+	return &pace{lim: rate.NewLimiter(r, paceChunk), base: r, rate: r}
 }
 
 // limiter is p's limiter, nil for an unpaced category.
@@ -143,21 +150,42 @@ func (p *pace) limiter() *rate.Limiter {
 // set lifts p (lift) or restores its rate (restore); neither leaves it as
 // it was. A nil p is unpaced and stays so.
 func (p *pace) set(lift, restore bool) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
-	case p == nil:
 	case lift:
+		p.lifted = true
 		p.lim.SetLimit(rate.Inf)
 	case restore:
+		p.lifted = false
+		p.lim.SetLimit(p.rate)
+	}
+}
+
+// speed sets the rate p holds to r, or to its base if r is slower; a
+// lifted p stays lifted until restored.
+func (p *pace) speed(r rate.Limit) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rate = max(p.base, r)
+	if !p.lifted {
 		p.lim.SetLimit(p.rate)
 	}
 }
 
 // pacer lifts and restores the paces by L0's depth and the memtables'
-// count.
+// count, and sets each flush's pace by how fast the memtables fill.
 type pacer struct {
 	compaction, flush *pace
 	stop              chan struct{}
 	done              chan struct{}
+
+	mu        sync.Mutex
+	lastBegan time.Time // when the last flush began; zero before the first
+	lastSize  int64     // bytes the last flush wrote; 0 before the first ended
 }
 
 // newPacer returns a pacer for the two rates, or nil when neither is
@@ -178,6 +206,51 @@ func newPacer(compactionRate, flushRate int) *pacer {
 // fs wraps fs so that the files of p's paced categories are paced.
 func (p *pacer) fs(fs vfs.FS) vfs.FS {
 	return pacedFS{FS: fs, compaction: p.compaction.limiter(), flush: p.flush.limiter()}
+}
+
+// flushBegan sets the pace of the flush beginning at now so that it
+// writes what the last flush wrote in half the time the memtable it
+// flushes took to fill (the time since the last flush began), and never
+// slower than the configured rate. At a server's sustained rate memtables
+// fill every quarter to third of a second, faster than the configured
+// rate could flush them; without this the flushes would fall behind until
+// the watcher lifted them, and the writes wait meanwhile.
+func (p *pacer) flushBegan(now time.Time) {
+	if p.flush == nil {
+		return
+	}
+	p.mu.Lock()
+	filled := now.Sub(p.lastBegan)
+	first := p.lastBegan.IsZero()
+	p.lastBegan = now
+	size := p.lastSize
+	p.mu.Unlock()
+	if first || filled <= 0 || size <= 0 {
+		return
+	}
+	p.flush.speed(rate.Limit(float64(size) / (filled.Seconds() / 2)))
+}
+
+// flushEnded records what a flush wrote, for the next one's pace.
+func (p *pacer) flushEnded(info pebble.FlushInfo) {
+	if info.Err != nil {
+		return
+	}
+	var size int64
+	for _, t := range info.Output {
+		size += int64(t.Size)
+	}
+	p.mu.Lock()
+	p.lastSize = size
+	p.mu.Unlock()
+}
+
+// events is the pacer's part of Pebble's event listener.
+func (p *pacer) events() *pebble.EventListener {
+	return &pebble.EventListener{
+		FlushBegin: func(pebble.FlushInfo) { p.flushBegan(time.Now()) },
+		FlushEnd:   p.flushEnded,
+	}
 }
 
 // watch runs until close, setting the paces from db's metrics.

@@ -2,7 +2,11 @@ package pebblestore
 
 import (
 	"bytes"
+	"errors"
 	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/time/rate"
@@ -151,5 +155,62 @@ func TestNewPacer(t *testing.T) {
 		p.adjust(paceLiftSublevels, flushLiftMemtables)
 		close(p.done) // no watcher runs here
 		p.close()
+	}
+}
+
+// TestFlushPaceFollowsTheFillRate checks each flush's pace: the configured
+// rate while memtables fill slowly, fast enough to write the last flush's
+// output in half the fill time when they fill fast, and lifted whatever
+// the fill rate while the watcher says flushes fell behind.
+func TestFlushPaceFollowsTheFillRate(t *testing.T) {
+	const base = 8 << 20
+	p := newPacer(-1, base)
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	ended := func(size uint64) {
+		p.flushEnded(pebble.FlushInfo{Output: []pebble.TableInfo{{Size: size / 2}, {Size: size - size/2}}})
+	}
+	limit := func() rate.Limit { return p.flush.lim.Limit() }
+
+	p.flushBegan(t0) // the first flush: nothing to go by
+	if got := limit(); got != base {
+		t.Fatalf("first flush: limit %v, want the base %v", got, rate.Limit(base))
+	}
+	ended(2 << 20)
+	// Filled in a second: 2 MiB in half a second is 4 MiB/s, below base.
+	p.flushBegan(t0.Add(time.Second))
+	if got := limit(); got != base {
+		t.Errorf("slow fill: limit %v, want the base %v", got, rate.Limit(base))
+	}
+	ended(2 << 20)
+	// Filled in a quarter second: 2 MiB in an eighth is 16 MiB/s.
+	p.flushBegan(t0.Add(1250 * time.Millisecond))
+	if got, want := limit(), rate.Limit(16<<20); got != want {
+		t.Errorf("fast fill: limit %v, want %v", got, want)
+	}
+	// The watcher lifts; a flush beginning meanwhile does not restore the
+	// pace, and the watcher's restore brings back the latest rate.
+	p.adjust(0, flushLiftMemtables)
+	ended(2 << 20)
+	p.flushBegan(t0.Add(1500 * time.Millisecond))
+	if got := limit(); got != rate.Inf {
+		t.Errorf("lifted: a new flush set the limit to %v, want it still lifted", got)
+	}
+	p.adjust(0, 1)
+	if got, want := limit(), rate.Limit(16<<20); got != want {
+		t.Errorf("restored: limit %v, want %v", got, want)
+	}
+	// A failed flush leaves the last size as it was.
+	p.flushEnded(pebble.FlushInfo{Err: errors.New("disk full")})
+	p.flushBegan(t0.Add(2500 * time.Millisecond))
+	if got := limit(); got != base {
+		t.Errorf("after a slow fill: limit %v, want the base %v", got, rate.Limit(base))
+	}
+	// Without a flush pace, flush events change nothing.
+	q := newPacer(1<<20, -1)
+	q.flushBegan(t0)
+	q.flushEnded(pebble.FlushInfo{Output: []pebble.TableInfo{{Size: 1 << 20}}})
+	q.flushBegan(t0.Add(time.Millisecond))
+	if q.flush != nil {
+		t.Error("an unpaced flush category gained a pace")
 	}
 }

@@ -256,13 +256,16 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	pebbleFS := o.FS
 	pace := newPacer(o.CompactionRate, o.FlushRate)
+	var events *pebble.EventListener
 	if pace != nil {
 		pebbleFS = pace.fs(o.FS)
+		events = pace.events()
 	}
 	po := &pebble.Options{
-		FS:     pebbleFS,
-		Logger: pebbleLogger{o.Logger},
-		Cache:  cache,
+		FS:            pebbleFS,
+		Logger:        pebbleLogger{o.Logger},
+		Cache:         cache,
+		EventListener: events,
 	}
 	// Most reads are point lookups of keys that often do not exist yet (a
 	// new idempotency key, a mandate never revoked). Without a filter each
