@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -734,5 +735,76 @@ func TestGatherBacksOff(t *testing.T) {
 	}
 	if h, f := s.gatherHolds.Load(), s.gatherFailed.Load(); h != 1 || f != 1 {
 		t.Errorf("after the second large group: %d holds, %d failed; want still 1, 1", h, f)
+	}
+}
+
+// TestDeferredOnlyGroupWaitsForAWaiter checks that a group whose members
+// were all deferred is not committed on its own while a transaction that
+// waits may still join it: the deferred transactions and the Update after
+// them make one group and one fsync, as a payment's deferred decision,
+// its rail's deferred entry and its synchronous outcome do.
+func TestDeferredOnlyGroupWaitsForAWaiter(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		groups []int
+	)
+	s, err := Open("db", &Options{FS: vfs.NewMem(), Logger: quiet, OnCommit: func(ci CommitInfo) {
+		mu.Lock()
+		groups = append(groups, ci.Txns)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.maxDeferredHold = time.Hour // only a waiter ends the hold here
+	for i := range 3 {
+		if err := s.UpdateDeferred(t.Context(), set(fmt.Sprintf("d%d", i), "v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Update(t.Context(), set("outcome", "v")); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(groups)
+	mu.Unlock()
+	if !slices.Equal(got, []int{4}) {
+		t.Errorf("group commits %v, want one of 4 transactions", got)
+	}
+	if got := keys(t, s); !slices.Equal(got, []string{"d0", "d1", "d2", "outcome"}) {
+		t.Errorf("after the commit: %q", got)
+	}
+}
+
+// TestDeferredOnlyGroupCommitsAfterItsHold checks that a deferred
+// transaction no waiter follows still becomes durable on its own, once
+// the hold is over: visible to View and kept by a power cut.
+func TestDeferredOnlyGroupCommitsAfterItsHold(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s, err := Open("db", &Options{FS: mem, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.maxDeferredHold = time.Millisecond
+	if err := s.UpdateDeferred(t.Context(), set("alone", "v")); err != nil {
+		t.Fatal(err)
+	}
+	// View reads only what is durable; poll for it rather than sleep.
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Equal(keys(t, s), []string{"alone"}) {
+		if time.Now().After(deadline) {
+			t.Fatal("a deferred transaction with no waiter after it never committed")
+		}
+		runtime.Gosched()
+	}
+	s2, err := Open("db", &Options{FS: mem.CrashClone(vfs.CrashCloneCfg{}), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := keys(t, s2); !slices.Equal(got, []string{"alone"}) {
+		t.Errorf("after a power cut: %q, want the deferred commit kept", got)
 	}
 }

@@ -60,8 +60,13 @@ type group struct {
 	hooks   commithook.List
 	taken   int // requests taken, successful or not, for MaxGroup
 	// deferred is set once a member was answered before the group
-	// committed (UpdateDeferred).
-	deferred bool
+	// committed (UpdateDeferred), at deferredAt.
+	deferred   bool
+	deferredAt time.Time
+	// waiting counts the members still to be answered: those not
+	// deferred. A group none of whose members waits is held back (see
+	// committer).
+	waiting int
 	// synced is how long the group took from its apply to the end of its
 	// fsync; set before its members are answered, zero if it failed.
 	synced time.Duration
@@ -107,8 +112,18 @@ func (s *Store) committer() {
 	var hold gatherHold
 	skip := 0       // chances to hold still to let pass after a hold that failed
 	failStreak := 0 // holds failed in a row
+	deferTimer := time.NewTimer(time.Hour)
+	deferTimer.Stop()
+	defer deferTimer.Stop()
 	for {
+		var deferDue <-chan time.Time // set while a deferred-only group is held
 		if cur != nil && inflight == nil && (cur.taken >= s.maxGroup || len(s.reqs) == 0) {
+			if left := s.deferredHold(cur); left > 0 {
+				deferTimer.Reset(left)
+				deferDue = deferTimer.C
+			}
+		}
+		if deferDue == nil && cur != nil && inflight == nil && (cur.taken >= s.maxGroup || len(s.reqs) == 0) {
 			if hold.on && cur.taken < hold.want {
 				if hold.base < 0 {
 					hold.base = cur.taken
@@ -163,8 +178,38 @@ func (s *Store) committer() {
 			close(job.done)
 		case <-stop:
 			return
+		case <-deferDue:
+			// The hold is over: the next turn applies the group.
+		}
+		if deferDue != nil && !deferTimer.Stop() {
+			// It fired while another case was taken: drain it so that
+			// the next Reset starts clean.
+			select {
+			case <-deferTimer.C:
+			default:
+			}
 		}
 	}
+}
+
+// deferredHold reports how much longer g may be held back because none of
+// its members waits for it: every one was deferred (UpdateDeferred) and
+// answered already. Such a group is not applied when the committer could,
+// but when a transaction that waits joins it (the outcome that follows a
+// payment's deferred decision, or an empty Update used as a barrier), when
+// it is full, or after maxDeferredHold. Applied at once, it would cost an
+// fsync and a commit's hooks of its own, and the transaction that follows
+// would wait for that fsync before its own: at low load a payment would
+// make two fsyncs in a row where one makes both durable. Its writes are
+// already visible to every later transaction, which runs into the same
+// batch, and can be lost only together with every commit after them,
+// which is all UpdateDeferred promises. It returns 0 when g is to be
+// applied now.
+func (s *Store) deferredHold(g *group) time.Duration {
+	if !g.deferred || g.waiting > 0 || g.taken >= s.maxGroup {
+		return 0
+	}
+	return max(0, s.maxDeferredHold-time.Since(g.deferredAt))
 }
 
 // gatherHold is the committer's hold on the next group (see committer).
@@ -209,6 +254,10 @@ const (
 	// gatherBackoff is the most chances to hold let pass after holds that
 	// did not gather their group.
 	gatherBackoff = 64
+	// maxDeferredHold bounds how long a group whose members were all
+	// deferred is held back for a transaction that waits
+	// (Store.maxDeferredHold; see deferredHold).
+	maxDeferredHold = 2 * time.Millisecond
 )
 
 // runMember runs r's function into g, unless the store has failed.
@@ -230,9 +279,13 @@ func (s *Store) runMember(g *group, r *request) {
 			// that runs after it: the store's log will order them first,
 			// and a group that cannot commit fails the store (apply), so
 			// they can be lost only together with everything after.
-			g.deferred = true
+			if !g.deferred {
+				g.deferred, g.deferredAt = true, time.Now()
+			}
 			r.answer(nil)
+			return
 		}
+		g.waiting++
 	})
 }
 

@@ -167,6 +167,9 @@ type Store struct {
 	// maxGather and gatherGap bound how long the committer holds a group
 	// back to gather the callers of the group before it (see committer).
 	maxGather, gatherGap time.Duration
+	// maxDeferredHold bounds how long a group of deferred transactions
+	// only is held back (committer.go); tests change it.
+	maxDeferredHold time.Duration
 
 	// reqs carries queued transactions to the committer, in arrival order.
 	reqs chan *request
@@ -298,20 +301,21 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	s := &Store{
-		db:            db,
-		fs:            o.FS,
-		dir:           dir,
-		exclusive:     make(chan *exclusiveJob),
-		logger:        o.Logger,
-		maxGroup:      o.MaxGroup,
-		maxGather:     maxGather,
-		gatherGap:     gatherGap,
-		onCommit:      o.OnCommit,
-		reqs:          make(chan *request, o.MaxGroup),
-		stop:          make(chan struct{}),
-		committerDone: make(chan struct{}),
-		snap:          newSharedSnapshot(db),
-		pace:          pace,
+		db:              db,
+		fs:              o.FS,
+		dir:             dir,
+		exclusive:       make(chan *exclusiveJob),
+		logger:          o.Logger,
+		maxGroup:        o.MaxGroup,
+		maxGather:       maxGather,
+		gatherGap:       gatherGap,
+		maxDeferredHold: maxDeferredHold,
+		onCommit:        o.OnCommit,
+		reqs:            make(chan *request, o.MaxGroup),
+		stop:            make(chan struct{}),
+		committerDone:   make(chan struct{}),
+		snap:            newSharedSnapshot(db),
+		pace:            pace,
 	}
 	go s.committer()
 	if pace != nil {
