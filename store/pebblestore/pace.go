@@ -26,14 +26,14 @@ import (
 // Pacing must never let either fall behind, or Pebble would stop writes
 // altogether: at L0StopWritesThreshold sublevels for compactions, at
 // MemTableStopWritesThreshold queued memtables for flushes. A flush is
-// paced to end within half the time its memtable took to fill, and never
-// slower than the configured rate, so flushes keep up with any steady
-// load. And each pace holds only while the store keeps up: a watcher lifts the compaction pace
-// while L0 has paceLiftSublevels or more sublevels (compaction begins at
-// L0CompactionThreshold) and restores it once L0 is back at its threshold,
-// and lifts the flush pace while flushLiftMemtables or more memtables exist
-// (the one being written and two full ones waiting) and restores it once
-// at most one waits.
+// paced to end within a quarter of the time its memtable took to fill, and
+// never slower than the configured rate, so flushes keep up with any
+// steady load. And each pace holds only while the store keeps up: a
+// watcher lifts the compaction pace while L0 has paceLiftSublevels or more
+// sublevels (compaction begins at L0CompactionThreshold) and restores it
+// once L0 is back at its threshold, and lifts the flush pace while
+// flushLiftMemtables or more memtables exist (the one being written and
+// two full ones waiting) and restores it once at most one waits.
 
 // DefaultCompactionRate is the [Options.CompactionRate] used when it is
 // zero: 16 MiB/s, several times what a loaded two-core server's
@@ -43,8 +43,8 @@ const DefaultCompactionRate = 16 << 20
 // DefaultFlushRate is the [Options.FlushRate] used when it is zero: 8 MiB/s.
 // An 8 MiB memtable of this store's data flushes to about 2 MiB, so a paced
 // flush takes about a quarter of a second. It is the least rate: each
-// flush is paced to end within half the time its memtable took to fill
-// (pacer.flushBegan), faster than this when the memtables fill faster.
+// flush is paced to end within a quarter of the time its memtable took to
+// fill (pacer.flushBegan), faster than this when the memtables fill faster.
 const DefaultFlushRate = 8 << 20
 
 const (
@@ -209,12 +209,14 @@ func (p *pacer) fs(fs vfs.FS) vfs.FS {
 }
 
 // flushBegan sets the pace of the flush beginning at now so that it
-// writes what the last flush wrote in half the time the memtable it
-// flushes took to fill (the time since the last flush began), and never
+// writes what the last flush wrote in a quarter of the time the memtable
+// it flushes took to fill (the time since the last flush began), and never
 // slower than the configured rate. At a server's sustained rate memtables
 // fill every quarter to third of a second, faster than the configured
 // rate could flush them; without this the flushes would fall behind until
-// the watcher lifted them, and the writes wait meanwhile.
+// the watcher lifted them, and the writes wait meanwhile. (Half the fill
+// time kept up too, but cost the in-process benchmark about a tenth of
+// its rate: docs/PERFORMANCE.md.)
 func (p *pacer) flushBegan(now time.Time) {
 	if p.flush == nil {
 		return
@@ -228,7 +230,7 @@ func (p *pacer) flushBegan(now time.Time) {
 	if first || filled <= 0 || size <= 0 {
 		return
 	}
-	p.flush.speed(rate.Limit(float64(size) / (filled.Seconds() / 2)))
+	p.flush.speed(rate.Limit(float64(size) / (filled.Seconds() / 4)))
 }
 
 // flushEnded records what a flush wrote, for the next one's pace.

@@ -160,7 +160,7 @@ func TestNewPacer(t *testing.T) {
 
 // TestFlushPaceFollowsTheFillRate checks each flush's pace: the configured
 // rate while memtables fill slowly, fast enough to write the last flush's
-// output in half the fill time when they fill fast, and lifted whatever
+// output in a quarter of the fill time when they fill fast, and lifted whatever
 // the fill rate while the watcher says flushes fell behind.
 func TestFlushPaceFollowsTheFillRate(t *testing.T) {
 	const base = 8 << 20
@@ -176,32 +176,32 @@ func TestFlushPaceFollowsTheFillRate(t *testing.T) {
 		t.Fatalf("first flush: limit %v, want the base %v", got, rate.Limit(base))
 	}
 	ended(2 << 20)
-	// Filled in a second: 2 MiB in half a second is 4 MiB/s, below base.
-	p.flushBegan(t0.Add(time.Second))
+	// Filled in two seconds: 2 MiB in half a second is 4 MiB/s, below base.
+	p.flushBegan(t0.Add(2 * time.Second))
 	if got := limit(); got != base {
 		t.Errorf("slow fill: limit %v, want the base %v", got, rate.Limit(base))
 	}
 	ended(2 << 20)
-	// Filled in a quarter second: 2 MiB in an eighth is 16 MiB/s.
-	p.flushBegan(t0.Add(1250 * time.Millisecond))
-	if got, want := limit(), rate.Limit(16<<20); got != want {
+	// Filled in a quarter second: 2 MiB in a sixteenth is 32 MiB/s.
+	p.flushBegan(t0.Add(2250 * time.Millisecond))
+	if got, want := limit(), rate.Limit(32<<20); got != want {
 		t.Errorf("fast fill: limit %v, want %v", got, want)
 	}
 	// The watcher lifts; a flush beginning meanwhile does not restore the
 	// pace, and the watcher's restore brings back the latest rate.
 	p.adjust(0, flushLiftMemtables)
 	ended(2 << 20)
-	p.flushBegan(t0.Add(1500 * time.Millisecond))
+	p.flushBegan(t0.Add(2500 * time.Millisecond))
 	if got := limit(); got != rate.Inf {
 		t.Errorf("lifted: a new flush set the limit to %v, want it still lifted", got)
 	}
 	p.adjust(0, 1)
-	if got, want := limit(), rate.Limit(16<<20); got != want {
+	if got, want := limit(), rate.Limit(32<<20); got != want {
 		t.Errorf("restored: limit %v, want %v", got, want)
 	}
 	// A failed flush leaves the last size as it was.
 	p.flushEnded(pebble.FlushInfo{Err: errors.New("disk full")})
-	p.flushBegan(t0.Add(2500 * time.Millisecond))
+	p.flushBegan(t0.Add(4500 * time.Millisecond))
 	if got := limit(); got != base {
 		t.Errorf("after a slow fill: limit %v, want the base %v", got, rate.Limit(base))
 	}
