@@ -75,6 +75,24 @@ func (w *queueWatch) until(n int) <-chan struct{} {
 	return ch
 }
 
+// groupLog records the size of every group commit, as Options.OnCommit.
+type groupLog struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (l *groupLog) record(ci CommitInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, ci.Txns)
+}
+
+func (l *groupLog) sizes() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
 func set(k, v string) func(store.Txn) error {
 	return func(tx store.Txn) error { return tx.Set([]byte(k), []byte(v)) }
 }
@@ -574,17 +592,12 @@ func TestEmptyUpdateIsBarrier(t *testing.T) {
 func TestGatherRejoinsAnsweredCohort(t *testing.T) {
 	var (
 		g      = newSyncGate()
-		mu     sync.Mutex
-		groups []int
+		groups groupLog
 	)
 	s, err := Open("db", &Options{
-		FS:     errorfs.Wrap(vfs.NewMem(), g.injector()),
-		Logger: quiet,
-		OnCommit: func(ci CommitInfo) {
-			mu.Lock()
-			groups = append(groups, ci.Txns)
-			mu.Unlock()
-		},
+		FS:       errorfs.Wrap(vfs.NewMem(), g.injector()),
+		Logger:   quiet,
+		OnCommit: groups.record,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -627,10 +640,8 @@ func TestGatherRejoinsAnsweredCohort(t *testing.T) {
 		}
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []int{1, cohort, cohort}; !slices.Equal(groups, want) {
-		t.Errorf("group sizes %v, want %v: the answered cohort's next transactions should commit in one group", groups, want)
+	if got, want := groups.sizes(), []int{1, cohort, cohort}; !slices.Equal(got, want) {
+		t.Errorf("group sizes %v, want %v: the answered cohort's next transactions should commit in one group", got, want)
 	}
 }
 
@@ -744,15 +755,8 @@ func TestGatherBacksOff(t *testing.T) {
 // them make one group and one fsync, as a payment's deferred decision,
 // its rail's deferred entry and its synchronous outcome do.
 func TestDeferredOnlyGroupWaitsForAWaiter(t *testing.T) {
-	var (
-		mu     sync.Mutex
-		groups []int
-	)
-	s, err := Open("db", &Options{FS: vfs.NewMem(), Logger: quiet, OnCommit: func(ci CommitInfo) {
-		mu.Lock()
-		groups = append(groups, ci.Txns)
-		mu.Unlock()
-	}})
+	var groups groupLog
+	s, err := Open("db", &Options{FS: vfs.NewMem(), Logger: quiet, OnCommit: groups.record})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,10 +770,7 @@ func TestDeferredOnlyGroupWaitsForAWaiter(t *testing.T) {
 	if err := s.Update(t.Context(), set("outcome", "v")); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	got := slices.Clone(groups)
-	mu.Unlock()
-	if !slices.Equal(got, []int{4}) {
+	if got := groups.sizes(); !slices.Equal(got, []int{4}) {
 		t.Errorf("group commits %v, want one of 4 transactions", got)
 	}
 	if got := keys(t, s); !slices.Equal(got, []string{"d0", "d1", "d2", "outcome"}) {
