@@ -114,16 +114,18 @@ func (s *Store) committer() {
 	failStreak := 0 // holds failed in a row
 	deferTimer := time.NewTimer(time.Hour)
 	deferTimer.Stop()
-	defer deferTimer.Stop()
 	for {
 		var deferDue <-chan time.Time // set while a deferred-only group is held
-		if cur != nil && inflight == nil && (cur.taken >= s.maxGroup || len(s.reqs) == 0) {
+		ready := cur != nil && inflight == nil && (cur.taken >= s.maxGroup || len(s.reqs) == 0)
+		if ready {
 			if left := s.deferredHold(cur); left > 0 {
+				// Go 1.23 timers: Reset discards a value left unread.
 				deferTimer.Reset(left)
 				deferDue = deferTimer.C
+				ready = false
 			}
 		}
-		if deferDue == nil && cur != nil && inflight == nil && (cur.taken >= s.maxGroup || len(s.reqs) == 0) {
+		if ready {
 			if hold.on && cur.taken < hold.want {
 				if hold.base < 0 {
 					hold.base = cur.taken
@@ -180,14 +182,6 @@ func (s *Store) committer() {
 			return
 		case <-deferDue:
 			// The hold is over: the next turn applies the group.
-		}
-		if deferDue != nil && !deferTimer.Stop() {
-			// It fired while another case was taken: drain it so that
-			// the next Reset starts clean.
-			select {
-			case <-deferTimer.C:
-			default:
-			}
 		}
 	}
 }

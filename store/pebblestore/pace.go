@@ -57,6 +57,9 @@ const (
 	// two more before writes stop (Pebble's default, 2, would stop them
 	// as soon as a paced flush fell one memtable behind).
 	memTableStopWrites = 4
+	// flushFillShare: a flush is paced to end within this fraction (one
+	// over it) of the time its memtable took to fill (pacer.flushBegan).
+	flushFillShare = 4
 	// flushLiftMemtables is the count of memtables (the one being written
 	// included) at which flushes run unpaced.
 	flushLiftMemtables = 3
@@ -230,7 +233,7 @@ func (p *pacer) flushBegan(now time.Time) {
 	if first || filled <= 0 || size <= 0 {
 		return
 	}
-	p.flush.speed(rate.Limit(float64(size) / (filled.Seconds() / 4)))
+	p.flush.speed(rate.Limit(float64(size) / (filled.Seconds() / flushFillShare)))
 }
 
 // flushEnded records what a flush wrote, for the next one's pace.
