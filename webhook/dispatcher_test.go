@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/pebblestore"
 )
@@ -987,5 +988,97 @@ func TestTailExactlyOnce(t *testing.T) {
 	}
 	if na2, nb2, nout2 := countKeys(); na2 != na || nb2 != nb || nout2 != nout {
 		t.Fatal("a second tail changed the outbox")
+	}
+}
+
+// cursorWrites wraps a store and counts the commits that moved the
+// dispatcher's cursor, by whether they waited for durability (Update) or
+// were deferred (store.Deferrer).
+type cursorWrites struct {
+	store.Store
+	mu               sync.Mutex
+	waited, deferred int
+}
+
+func (s *cursorWrites) Update(ctx context.Context, fn func(store.Txn) error) error {
+	return s.Store.Update(ctx, s.count(fn, &s.waited))
+}
+
+func (s *cursorWrites) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
+	return s.Store.Update(ctx, s.count(fn, &s.deferred))
+}
+
+func (s *cursorWrites) count(fn func(store.Txn) error, n *int) func(store.Txn) error {
+	return func(txn store.Txn) error {
+		ct := &cursorTxn{Txn: txn}
+		if err := fn(ct); err != nil {
+			return err
+		}
+		if ct.moved {
+			s.mu.Lock()
+			*n++
+			s.mu.Unlock()
+		}
+		return nil
+	}
+}
+
+func (s *cursorWrites) counts() (waited, deferred int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waited, s.deferred
+}
+
+type cursorTxn struct {
+	store.Txn
+	moved bool
+}
+
+func (t *cursorTxn) Set(k, v []byte) error {
+	if string(k) == string(cursorKey) {
+		t.moved = true
+	}
+	return t.Txn.Set(k, v)
+}
+
+// TestTailSkipIsDeferred: while no endpoint can receive the entries, the
+// tailer only moves its cursor, and does it in a deferred commit, which
+// rides in the next group rather than waiting for (and forcing) an fsync
+// of its own; once an endpoint exists, deliveries are written with the
+// cursor in a commit that waits, as before.
+func TestTailSkipIsDeferred(t *testing.T) {
+	ms := memstore.New(&memstore.Options{Rand: rand.New(rand.NewPCG(5, 6))})
+	t.Cleanup(func() { ms.Close() })
+	st := &cursorWrites{Store: ms}
+	e := newEnv(t, envOptions{st: st})
+	ctx := context.Background()
+	for range 20 {
+		e.append("gate.decision", `{"outcome":"deny"}`)
+	}
+	cursor, err := e.d.tail(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := e.log.Size(ctx)
+	if cursor != size {
+		t.Fatalf("cursor %d, size %d", cursor, size)
+	}
+	if w, d := st.counts(); w != 0 || d == 0 {
+		t.Fatalf("with no endpoint: %d waiting and %d deferred cursor commits, want 0 and some", w, d)
+	}
+	a := e.create("https://a.example/", AllEvents)
+	var later []audit.Entry
+	for range 5 {
+		later = append(later, e.append("payment.settled", `{}`))
+	}
+	w0, _ := st.counts()
+	if _, err := e.d.tail(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := st.counts(); w != w0+1 {
+		t.Fatalf("with an endpoint: waiting cursor commits %d → %d, want one more (the skip up to the endpoint's creation may be deferred)", w0, w)
+	}
+	if got, want := len(rawStore(t, e.st, "webhook/dlv/"+a.ID)), len(expectIDs(later, AllEvents)); got != want {
+		t.Fatalf("%d delivery records, want %d", got, want)
 	}
 }
