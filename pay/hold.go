@@ -253,7 +253,7 @@ func (s *Service) finishAuthorize(ctx context.Context, in *Intent, a settle.Auth
 		default:
 			code, msg = "authorization_"+string(a.Status), "the rail's authorization is "+string(a.Status)
 		}
-		return s.failSettling(ctx, in, code, msg, requestID)
+		return s.failSettling(ctx, in, nil, code, msg, requestID)
 	default:
 		reason := unknownReason(callErr)
 		s.logger.WarnContext(ctx, "rail authorization not definite; hold stays settling",
@@ -442,12 +442,12 @@ func (s *Service) settleHold(ctx context.Context, in *Intent, requestID string) 
 	defer s.release(in.ID)
 	az, ok := s.authorizer(in.Terms.Rail)
 	if !ok {
-		return s.finish(ctx, in, settle.Settlement{}, fmt.Errorf("%w: rail %q no longer authorizes", settle.ErrUnavailable, in.Terms.Rail), requestID)
+		return s.finish(ctx, in, nil, settle.Settlement{}, fmt.Errorf("%w: rail %q no longer authorizes", settle.ErrUnavailable, in.Terms.Rail), requestID)
 	}
 	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
 		return az.Capture(ctx, in.ID, in.Hold.CaptureMinor)
 	})
-	return s.finish(ctx, in, st, closedAsDecline(err), requestID)
+	return s.finish(ctx, in, nil, st, closedAsDecline(err), requestID)
 }
 
 // Void releases an authorized hold of the caller's agent key without
@@ -610,7 +610,7 @@ func (s *Service) resumeHold(ctx context.Context, in *Intent, rail settle.Rail, 
 			return az.Capture(ctx, in.ID, in.Hold.CaptureMinor)
 		})
 	}
-	return s.finish(ctx, in, st, closedAsDecline(err), requestID)
+	return s.finish(ctx, in, nil, st, closedAsDecline(err), requestID)
 }
 
 // closedAsDecline reads a rail's refusal to capture a voided or expired

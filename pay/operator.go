@@ -205,7 +205,7 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 	case toAuthorize:
 		return s.authorizeClaimed(ctx, toSettle, call.RequestID, false)
 	}
-	return s.settleClaimed(ctx, toSettle, call.RequestID)
+	return s.settleClaimed(ctx, toSettle, nil, call.RequestID)
 }
 
 // expire moves a held intent to expired inside txn, releasing its

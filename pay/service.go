@@ -1,6 +1,7 @@
 package pay
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -385,6 +386,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		deferred    error
 		toSettle    *Intent
 		toAuthorize bool
+		prior       []byte // toSettle as stored
 	)
 	challenge := make([]byte, 32)
 	if _, err := io.ReadFull(s.rand, challenge); err != nil {
@@ -405,7 +407,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		update = s.log.UpdateDeferred
 	}
 	err := update(ctx, func(txn store.Txn) error {
-		res, resume, deferred, toSettle, toAuthorize = nil, "", nil, nil, false
+		res, resume, deferred, toSettle, toAuthorize, prior = nil, "", nil, nil, false, nil
 		rec, err := getIdem(txn, route, c.KeyID, in.IdempotencyKey)
 		if err != nil {
 			return err
@@ -598,7 +600,8 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		if err := s.changed(txn, intent, StepDecided, requestID); err != nil {
 			return err
 		}
-		return putIntent(txn, intent)
+		prior, err = writeIntent(txn, intent)
+		return err
 	})
 	sending := err == nil && deferred == nil && res == nil && resume == "" && !toAuthorize
 	if shared && !sending {
@@ -627,7 +630,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 	default:
 		// A deferred decision is made durable by the outcome's commit,
 		// which every answer of settleClaimed waits for.
-		return s.settleClaimed(ctx, toSettle, requestID)
+		return s.settleClaimed(ctx, toSettle, prior, requestID)
 	}
 }
 
@@ -730,11 +733,17 @@ func (s *Service) append(txn store.Txn, r audit.Record) (audit.Entry, error) {
 }
 
 func putIntent(txn store.Txn, in *Intent) error {
+	_, err := writeIntent(txn, in)
+	return err
+}
+
+// writeIntent is putIntent that also returns the bytes it stored.
+func writeIntent(txn store.Txn, in *Intent) ([]byte, error) {
 	b, err := json.Marshal(in)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return txn.Set(intentKey(in.ID), b)
+	return b, txn.Set(intentKey(in.ID), b)
 }
 
 func getIntent(r store.Reader, id string) (*Intent, error) {
@@ -745,11 +754,52 @@ func getIntent(r store.Reader, id string) (*Intent, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeIntent(id, b)
+}
+
+func decodeIntent(id string, b []byte) (*Intent, error) {
 	var in Intent
 	if err := json.Unmarshal(b, &in); err != nil {
 		return nil, fmt.Errorf("pay: intent %s: %w", id, err)
 	}
 	return &in, nil
+}
+
+// intentReader reads an intent back in the transaction that records its
+// outcome, sparing the decoding when nothing changed it. The transaction
+// that decided the payment stored in as the bytes prior, and nothing has
+// changed in since. While prior is still what is stored, decoding it would
+// give in again: an intent's state is its JSON (every field a reader of a
+// stored intent needs is in it; TestIntentJSONRoundTrip), so in and the
+// decoded copy can differ only in what encoding cannot see, which nothing
+// reads from an intent. Decoding was
+// nearly half of the outcome transaction's work, in the store's serial
+// section. in is handed out once, since the function may change it and a
+// store may run the function again; later runs, and any change to the
+// stored bytes, decode as getIntent does.
+type intentReader struct {
+	prior []byte
+	in    *Intent
+}
+
+func newIntentReader(in *Intent, prior []byte) *intentReader {
+	return &intentReader{in: in, prior: prior}
+}
+
+func (r *intentReader) get(txn store.Reader) (*Intent, error) {
+	id := r.in.ID
+	b, err := txn.Get(intentKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrIntentNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.prior != nil && bytes.Equal(b, r.prior) {
+		r.prior = nil
+		return r.in, nil
+	}
+	return decodeIntent(id, b)
 }
 
 func (s *Service) links(id string) Links {

@@ -23,21 +23,23 @@ func (s *Service) settle(ctx context.Context, in *Intent, requestID string) (*Re
 		return nil, ErrInFlight
 	}
 	defer s.release(in.ID)
-	return s.settleClaimed(ctx, in, requestID)
+	return s.settleClaimed(ctx, in, nil, requestID)
 }
 
 // settleClaimed is settle for a caller that holds the intent's claim.
-func (s *Service) settleClaimed(ctx context.Context, in *Intent, requestID string) (*Result, error) {
+// prior is in as the caller's transaction stored it, or nil (see
+// intentReader).
+func (s *Service) settleClaimed(ctx context.Context, in *Intent, prior []byte, requestID string) (*Result, error) {
 	rail, err := s.rails.Get(in.Terms.Rail)
 	if err != nil {
 		// The gate admits only registered rails; a rail that vanished
 		// since is a configuration fault. Nothing was sent: fail closed.
-		return s.finish(ctx, in, settle.Settlement{}, err, requestID)
+		return s.finish(ctx, in, prior, settle.Settlement{}, err, requestID)
 	}
 	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
 		return rail.Settle(ctx, settleRequest(in))
 	})
-	return s.finish(ctx, in, st, err, requestID)
+	return s.finish(ctx, in, prior, st, err, requestID)
 }
 
 func settleRequest(in *Intent) settle.SettleRequest {
@@ -105,7 +107,7 @@ func (s *Service) resume(ctx context.Context, id, requestID string) (*Result, er
 			return rail.Settle(ctx, settleRequest(in))
 		})
 	}
-	return s.finish(ctx, in, st, err, requestID)
+	return s.finish(ctx, in, nil, st, err, requestID)
 }
 
 // storedResult answers for an intent that is no longer settling: with the
@@ -152,7 +154,9 @@ func replayOf(rec *idemRecord, cur *Intent) (*Result, bool) {
 // finish is transaction 2: it turns a rail answer into the intent's
 // outcome. Only a settled/pending answer settles and only a decline fails;
 // every other answer leaves the intent settling (ErrRailUnavailable).
-func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, callErr error, requestID string) (*Result, error) {
+// prior is in as the caller's transaction stored it, or nil (see
+// intentReader); finish may then change in.
+func (s *Service) finish(ctx context.Context, in *Intent, prior []byte, st settle.Settlement, callErr error, requestID string) (*Result, error) {
 	// The money may have moved: the bookkeeping must not be cancelled by
 	// the client going away.
 	ctx = context.WithoutCancel(ctx)
@@ -160,9 +164,10 @@ func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, 
 	var declined *settle.DeclineError
 	switch {
 	case callErr == nil && (st.Status == settle.StatusSettled || st.Status == settle.StatusPending):
+		rd := newIntentReader(in, prior)
 		err := s.log.Update(ctx, func(txn store.Txn) error {
 			res = nil
-			cur, err := getIntent(txn, in.ID)
+			cur, err := rd.get(txn)
 			if err != nil {
 				return err
 			}
@@ -189,7 +194,7 @@ func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, 
 		case st.DeclineCode != "":
 			code = st.DeclineCode
 		}
-		return s.failSettling(ctx, in, code, msg, requestID)
+		return s.failSettling(ctx, in, prior, code, msg, requestID)
 	default:
 		// Unknown outcome or rail unavailable: stays settling, marked
 		// unknown so that an operator sees it (GET /operator/settling).
@@ -217,11 +222,12 @@ func (s *Service) finish(ctx context.Context, in *Intent, st settle.Settlement, 
 // failSettling records a definite refusal of the rail (a declined
 // payment, capture or authorization) for an intent still settling;
 // whoever finished it first answers from storage.
-func (s *Service) failSettling(ctx context.Context, in *Intent, code, msg, requestID string) (*Result, error) {
+func (s *Service) failSettling(ctx context.Context, in *Intent, prior []byte, code, msg, requestID string) (*Result, error) {
 	var res *Result
+	rd := newIntentReader(in, prior)
 	err := s.log.Update(ctx, func(txn store.Txn) error {
 		res = nil
-		cur, err := getIntent(txn, in.ID)
+		cur, err := rd.get(txn)
 		if err != nil {
 			return err
 		}
