@@ -339,7 +339,7 @@ func (s *Store) apply(g *group) chan struct{} {
 			g.synced = time.Since(start)
 			s.groups.Add(1)
 			s.txns.Add(uint64(len(g.members)))
-			s.publishSnapshot()
+			s.publishSnapshot(g.batch)
 		}
 		closeBatch(g.batch)
 		for _, r := range g.members {
@@ -468,14 +468,17 @@ func closeBatch(batch *pebble.Batch) {
 	_ = batch.Close()
 }
 
-// publishSnapshot makes the state as of the group just made durable the one
-// Views read. Only the goroutine of the group in flight calls it, after the
-// group's successful sync and before the committer applies the next group,
-// so the snapshot never holds data that is not yet durable.
-func (s *Store) publishSnapshot() {
-	next := newSharedSnapshot(s.db)
+// publishSnapshot makes the state as of the group just made durable, whose
+// batch is given, the one Views read. Only the goroutine of the group in
+// flight calls it, after the group's successful sync and before the
+// committer applies the next group, so the snapshot never holds data that
+// is not yet durable.
+func (s *Store) publishSnapshot(batch *pebble.Batch) {
 	s.snapMu.Lock()
 	old := s.snap
+	next := newSharedSnapshot(s.db, old.version+1)
+	// Before any View can take next: the cache forgets batch's keys.
+	s.views.publish(batch, next.version)
 	s.snap = next
 	s.snapMu.Unlock()
 	old.release()

@@ -191,6 +191,9 @@ type Store struct {
 	// durable group.
 	snapMu sync.Mutex
 	snap   *sharedSnapshot
+	// views caches what Views read, for the published snapshot and later
+	// ones (viewcache.go).
+	views viewCache
 
 	// fs and dir locate the store's files, for Shred; exclusive carries
 	// jobs the committer runs between groups, while no transaction commits.
@@ -314,7 +317,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		reqs:            make(chan *request, o.MaxGroup),
 		stop:            make(chan struct{}),
 		committerDone:   make(chan struct{}),
-		snap:            newSharedSnapshot(db),
+		snap:            newSharedSnapshot(db, 0),
 		pace:            pace,
 	}
 	go s.committer()
@@ -352,7 +355,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 	s.snapMu.Unlock()
 	defer snap.release()
 
-	r := &reader{snap: snap.s}
+	r := &reader{snap: snap.s, views: &s.views, version: snap.version}
 	defer r.finish()
 	return fn(r)
 }
@@ -486,10 +489,12 @@ func (s *Store) Close() (err error) {
 type sharedSnapshot struct {
 	s    *pebble.Snapshot
 	refs atomic.Int32
+	// version counts the snapshots published before this one (viewCache).
+	version uint64
 }
 
-func newSharedSnapshot(db *pebble.DB) *sharedSnapshot {
-	ss := &sharedSnapshot{s: db.NewSnapshot()}
+func newSharedSnapshot(db *pebble.DB, version uint64) *sharedSnapshot {
+	ss := &sharedSnapshot{s: db.NewSnapshot(), version: version}
 	ss.refs.Store(1)
 	return ss
 }

@@ -22,6 +22,10 @@ type reader struct {
 	batch *pebble.Batch
 	// cache is the committer's read cache, for batch readers.
 	cache *readCache
+	// views is the Views' cache, for snapshot readers, whose snapshot
+	// has this version.
+	views   *viewCache
+	version uint64
 	// iters are the iterators not yet closed; finish closes them so that a
 	// forgotten one cannot pin the snapshot or outlive the batch.
 	iters map[*iter]struct{}
@@ -32,13 +36,21 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 	if r.done {
 		return nil, errFinished
 	}
-	if r.cache != nil {
-		if e, ok := r.cache.get(key); ok {
-			if e.absent {
-				return nil, store.ErrNotFound
-			}
-			return append(make([]byte, 0, len(e.v)), e.v...), nil
+	var (
+		e  cacheEntry
+		ok bool
+	)
+	switch {
+	case r.cache != nil:
+		e, ok = r.cache.get(key)
+	case r.views != nil:
+		e, ok = r.views.get(key, r.version)
+	}
+	if ok {
+		if e.absent {
+			return nil, store.ErrNotFound
 		}
+		return append(make([]byte, 0, len(e.v)), e.v...), nil
 	}
 	var (
 		v   []byte
@@ -51,8 +63,11 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 		v, c, err = r.batch.Get(key)
 	}
 	if errors.Is(err, pebble.ErrNotFound) {
-		if r.cache != nil {
+		switch {
+		case r.cache != nil:
 			r.cache.learn(key, nil, true)
+		case r.views != nil:
+			r.views.learn(key, nil, true, r.version)
 		}
 		return nil, store.ErrNotFound
 	}
@@ -64,8 +79,11 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 	if err := c.Close(); err != nil {
 		return nil, fmt.Errorf("pebblestore: get: %w", err)
 	}
-	if r.cache != nil {
+	switch {
+	case r.cache != nil:
 		r.cache.learn(key, append([]byte(nil), out...), false)
+	case r.views != nil:
+		r.views.learn(key, append([]byte(nil), out...), false, r.version)
 	}
 	return out, nil
 }
