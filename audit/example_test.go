@@ -143,6 +143,42 @@ func ExampleLog_Subscribe() {
 	// 2 operator.breaker_reset
 }
 
+// Wait for the log to grow past what a follower has handled, then read
+// what it needs itself.
+func ExampleLog_WaitPast() {
+	ctx := context.Background()
+	var st memstore.Store
+	l, err := audit.Open(ctx, &st, exampleKey(), &audit.Options{Now: exampleNow})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	handled, err := l.Size(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		err := l.Update(ctx, func(txn store.Txn) error {
+			_, err := l.Append(txn, audit.Record{Type: "operator.kill_switch", Actor: audit.Actor{Kind: "operator", ID: "op_1"}})
+			return err
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+	}()
+	if err := l.WaitPast(ctx, handled); err != nil {
+		log.Fatal(err)
+	}
+	e, err := l.Get(ctx, handled+1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(e.Seq, e.Type)
+
+	// Output:
+	// 1 operator.kill_switch
+}
+
 // Page through the log the way GET /audit does.
 func ExampleLog_Page() {
 	ctx := context.Background()

@@ -457,6 +457,33 @@ func (l *Log) wakeChan() <-chan struct{} {
 	return l.wake
 }
 
+// WaitPast returns once the log holds an entry after seq, with nil; or
+// ctx's error when it ends first, ErrClosed once the log is closed, or the
+// error of reading the log's size. It is a Subscription's wait without the
+// reading: for a follower that reads what it needs itself once woken (the
+// webhook tailer), a Subscription would read and decode up to a batch of
+// entries per wake only to be told something arrived. Like a Subscription
+// it sees entries once they are durable and someone called [Log.Notify].
+func (l *Log) WaitPast(ctx context.Context, seq uint64) error {
+	for {
+		wake := l.wakeChan() // before reading: see Subscribe
+		size, err := l.Size(ctx)
+		if err != nil {
+			return err
+		}
+		if size > seq {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-l.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // Size returns the number of entries, which is also the newest seq.
 func (l *Log) Size(ctx context.Context) (uint64, error) {
 	if err := l.checkOpen(); err != nil {

@@ -151,3 +151,34 @@ func TestSubscribeEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitPast: WaitPast returns at once when the log already holds an
+// entry after seq, returns when one is appended while it waits, and
+// otherwise ends with its ctx or with the log.
+func TestWaitPast(t *testing.T) {
+	st := newMem(t)
+	l := newTestLog(t, st)
+	appendN(t, l, 3, 1)
+	if err := l.WaitPast(t.Context(), 2); err != nil {
+		t.Fatalf("past an entry the log holds: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := l.WaitPast(ctx, 3); !errors.Is(err, context.Canceled) {
+		t.Fatalf("with nothing after seq and ctx done: %v, want context.Canceled", err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- l.WaitPast(t.Context(), 3) }()
+	appendN(t, l, 1, 1)
+	if err := <-done; err != nil {
+		t.Fatalf("woken by an append: %v", err)
+	}
+
+	go func() { done <- l.WaitPast(t.Context(), 4) }()
+	l.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("log closed while waiting: %v, want ErrClosed", err)
+	}
+}

@@ -562,9 +562,7 @@ func (d *Dispatcher) runTailer(ctx context.Context) {
 			continue
 		}
 		wctx, cancel := context.WithTimeout(ctx, d.poll)
-		sub := d.log.Subscribe(wctx, cursor)
-		_, err = sub.Next(wctx)
-		sub.Close()
+		err = d.log.WaitPast(wctx, cursor)
 		cancel()
 		if errors.Is(err, audit.ErrClosed) {
 			return
