@@ -41,6 +41,12 @@ const (
 	// become one huge transaction.
 	tailBatch     = 128
 	tailMaxWrites = 4096
+	// tailEvery is the least time between two tails. The record grows
+	// with every commit group, up to thousands of times a second under
+	// load, and each tail costs a few reads and a commit; one tail per
+	// tailEvery takes everything that arrived meanwhile, and a delivery
+	// starts at most that much later.
+	tailEvery = 5 * time.Millisecond
 	// queueCap is how many due deliveries of one endpoint the scheduler
 	// reads ahead per refill.
 	queueCap = 32
@@ -543,9 +549,17 @@ func (d *Dispatcher) needRefill() bool {
 }
 
 // runTailer is the background tailer: tail, then wait for the record to
-// grow (or PollInterval).
+// grow (or PollInterval), and at least tailEvery since the last tail began.
 func (d *Dispatcher) runTailer(ctx context.Context) {
+	pace := time.NewTimer(0)
+	defer pace.Stop()
 	for {
+		select {
+		case <-pace.C:
+		case <-ctx.Done():
+			return
+		}
+		pace.Reset(tailEvery)
 		cursor, err := d.tail(ctx)
 		if ctx.Err() != nil {
 			return
