@@ -260,9 +260,18 @@ func (r *Rail) authorizeTxn(ctx context.Context, req settle.SettleRequest, p pla
 	ak := r.key(authDir, req.Key)
 	var out authorization
 	err := r.update(ctx, func(tx store.Txn) error {
-		prev, err := getJSON[authorization](tx, ak)
+		use, err := r.keyUse(tx, req.Key)
 		switch {
-		case err == nil:
+		case err != nil:
+			return err
+		case use == paymentDir:
+			// A key Settle used is not free for a hold.
+			return settle.ErrKeyReuse
+		case use == authDir:
+			prev, err := getJSON[authorization](tx, ak)
+			if err != nil {
+				return err
+			}
 			if !prev.request().Matches(req) {
 				return settle.ErrKeyReuse
 			}
@@ -273,13 +282,8 @@ func (r *Rail) authorizeTxn(ctx context.Context, req settle.SettleRequest, p pla
 			}
 			out = prev
 			return nil
-		case !errors.Is(err, store.ErrNotFound):
-			return err
 		}
-		// One key, one use: a key Settle used is not free for a hold.
-		if _, err := tx.Get(r.key(paymentDir, req.Key)); err == nil {
-			return settle.ErrKeyReuse
-		} else if !errors.Is(err, store.ErrNotFound) {
+		if err := r.markUsed(tx, req.Key, authDir); err != nil {
 			return err
 		}
 		seq, err := nextSeq(tx, r.key("", seqName))

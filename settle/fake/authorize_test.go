@@ -804,7 +804,7 @@ func TestAuthorizationStoreLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(keys), "[settle/fake/card/a/h settle/fake/card/p/h settle/fake/card/seq]"; got != want {
+	if got, want := fmt.Sprint(keys), "[settle/fake/card/a/h settle/fake/card/layout settle/fake/card/p/h settle/fake/card/seq settle/fake/card/u/h]"; got != want {
 		t.Errorf("store keys %s, want %s", got, want)
 	}
 }

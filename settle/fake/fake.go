@@ -87,6 +87,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/settle"
@@ -256,6 +258,11 @@ type Rail struct {
 	name   string
 	opts   Options // defaults filled in; never the caller's pointer
 	prefix string  // "settle/fake/<name>/"
+
+	// layout is set once the ledger's keys all have their use markers
+	// (ensureLayout); layoutMu makes the first writers wait for that.
+	layoutMu sync.Mutex
+	layout   atomic.Bool
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -817,9 +818,95 @@ func TestStoreLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "[settle/fake/card/p/k settle/fake/card/r/rf settle/fake/card/seq]"
+	want := "[settle/fake/card/layout settle/fake/card/p/k settle/fake/card/r/rf settle/fake/card/seq settle/fake/card/u/k]"
 	if fmt.Sprint(keys) != want {
 		t.Errorf("store keys %v, want %s", keys, want)
+	}
+}
+
+// TestLayoutMarksOldLedger: a ledger written before the used-key markers
+// existed gets them before a rail's first write, so one key still serves
+// one use: a payment replays and a hold's key is refused for a payment,
+// and the other way round.
+func TestLayoutMarksOldLedger(t *testing.T) {
+	ctx := t.Context()
+	st := &memstore.Store{}
+	old := newRail(t, "card", &fake.Options{Store: st, Authorizations: true})
+	paid, err := old.Settle(ctx, payReq("paid", 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := old.Authorize(ctx, payReq("held", 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Capture(ctx, "held", 7); err != nil {
+		t.Fatal(err)
+	}
+	// Take the ledger back to the old layout: no markers, no layout key.
+	err = st.Update(ctx, func(tx store.Txn) error {
+		lo := []byte("settle/fake/card/u/")
+		it := tx.Iterate(lo, store.PrefixEnd(lo), false)
+		var ks [][]byte
+		for it.Next() {
+			ks = append(ks, slices.Clone(it.Key()))
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if len(ks) != 2 {
+			return fmt.Errorf("%d markers, want 2", len(ks))
+		}
+		for _, k := range append(ks, []byte("settle/fake/card/layout")) {
+			if err := tx.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	seq := func() string {
+		var v []byte
+		err := st.View(ctx, func(tx store.Reader) error {
+			var err error
+			v, err = tx.Get([]byte("settle/fake/card/seq"))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%x", v)
+	}
+	before := seq()
+	r := newRail(t, "card", &fake.Options{Store: st, Authorizations: true}) // a new process
+	if s, err := r.Settle(ctx, payReq("paid", 5)); err != nil || s.Reference != paid.Reference {
+		t.Errorf("replayed payment: %+v, %v; want reference %s", s, err, paid.Reference)
+	}
+	if after := seq(); after != before {
+		t.Errorf("the replay recorded a new payment: ledger sequence %s -> %s", before, after)
+	}
+	if _, err := r.Settle(ctx, payReq("held", 7)); !errors.Is(err, settle.ErrKeyReuse) {
+		t.Errorf("payment under a hold's key: %v, want ErrKeyReuse", err)
+	}
+	if _, err := r.Authorize(ctx, payReq("paid", 5)); !errors.Is(err, settle.ErrKeyReuse) {
+		t.Errorf("hold under a payment's key: %v, want ErrKeyReuse", err)
+	}
+	if a, err := r.Authorize(ctx, payReq("held", 7)); err != nil || a.Reference != held.Reference {
+		t.Errorf("replayed hold: %+v, %v; want reference %s", a, err, held.Reference)
+	}
+	err = st.View(ctx, func(tx store.Reader) error {
+		for k, want := range map[string]string{"u/paid": "p/", "u/held": "a/", "layout": "2"} {
+			if v, err := tx.Get([]byte("settle/fake/card/" + k)); err != nil || string(v) != want {
+				t.Errorf("%s = %q, %v; want %q", k, v, err, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -20,16 +20,29 @@ import (
 //	a/<key>       an authorization, JSON (authorization)
 //	p/<key>       a payment, JSON (payment), also one made by a capture
 //	r/<refund id> a refund, JSON (refund)
+//	u/<key>       what the key was first used for: "a/" or "p/"
 //	seq           the last ledger sequence number, 8 bytes big-endian
+//	layout        "2" once every a/ and p/ key has its u/ marker
 //
 // Payments are stored under their key, which is what makes a second payment
 // under one key impossible rather than merely checked for; a capture writes
 // its payment there too, so it is one capture per hold by the same token.
+//
+// One key, one use: a hold's key is not free for a payment, nor a
+// payment's for a hold. The u/ marker answers that with one lookup of a key
+// that usually does not exist yet, where reading a/ and p/ took two; in a
+// store such misses are the costly reads (Pebble consults every level's
+// filter), and the sandbox's are inside every payment's commit. Ledgers
+// written before the marker existed get their markers once, before the
+// rail's first write (ensureLayout).
 const (
 	authDir    = "a/"
 	paymentDir = "p/"
 	refundDir  = "r/"
+	useDir     = "u/"
 	seqName    = "seq"
+	layoutName = "layout"
+	layoutV2   = "2"
 )
 
 // payment is a stored payment record.
@@ -123,10 +136,86 @@ func (f *refund) result() settle.RefundResult {
 
 // update runs one ledger transaction; see [Options.SharedLog].
 func (r *Rail) update(ctx context.Context, fn func(store.Txn) error) error {
+	if err := r.ensureLayout(ctx); err != nil {
+		return err
+	}
 	if r.opts.SharedLog {
 		return store.UpdateDeferred(ctx, r.opts.Store, fn)
 	}
 	return r.opts.Store.Update(ctx, fn)
+}
+
+// ensureLayout gives every a/ and p/ key of a ledger written before the u/
+// markers existed its marker, once, before this rail writes anything: a
+// key in a/ is marked "a/" (a capture's payment shares its hold's key), any
+// other key in p/ "p/". It is one durable transaction, idempotent, so rails
+// of several processes over one store may all run it.
+func (r *Rail) ensureLayout(ctx context.Context) error {
+	if r.layout.Load() {
+		return nil
+	}
+	r.layoutMu.Lock()
+	defer r.layoutMu.Unlock()
+	if r.layout.Load() {
+		return nil
+	}
+	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
+		if b, err := tx.Get(r.key("", layoutName)); err == nil && string(b) == layoutV2 {
+			return nil
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		for _, dir := range []string{authDir, paymentDir} {
+			lo := r.key(dir, "")
+			it := tx.Iterate(lo, store.PrefixEnd(lo), false)
+			var keys []string
+			for it.Next() {
+				keys = append(keys, string(it.Key()[len(lo):]))
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if _, err := tx.Get(r.key(useDir, k)); err == nil {
+					continue
+				} else if !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				if err := tx.Set(r.key(useDir, k), []byte(dir)); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Set(r.key("", layoutName), []byte(layoutV2))
+	})
+	if err != nil {
+		return fmt.Errorf("marking the ledger's used keys: %w", err)
+	}
+	r.layout.Store(true)
+	return nil
+}
+
+// keyUse reports what key was first used for: authDir, paymentDir, or ""
+// while it is unused.
+func (r *Rail) keyUse(tx store.Reader, key string) (string, error) {
+	b, err := tx.Get(r.key(useDir, key))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	switch use := string(b); use {
+	case authDir, paymentDir:
+		return use, nil
+	default:
+		return "", fmt.Errorf("key %q is marked used for %q", key, use)
+	}
+}
+
+// markUsed records key's first use, for dir.
+func (r *Rail) markUsed(tx store.Txn, key, dir string) error {
+	return tx.Set(r.key(useDir, key), []byte(dir))
 }
 
 func (r *Rail) key(dir, id string) []byte { return []byte(r.prefix + dir + id) }
@@ -137,16 +226,19 @@ func (r *Rail) settleTxn(ctx context.Context, req settle.SettleRequest, p plan, 
 	k := r.key(paymentDir, req.Key)
 	var out payment
 	err := r.update(ctx, func(tx store.Txn) error {
-		// One key, one use: a hold's key is not free for a payment, even
-		// once its capture has made one.
-		if _, err := tx.Get(r.key(authDir, req.Key)); err == nil {
-			return settle.ErrKeyReuse
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		prev, err := getJSON[payment](tx, k)
+		use, err := r.keyUse(tx, req.Key)
 		switch {
-		case err == nil:
+		case err != nil:
+			return err
+		case use == authDir:
+			// A hold's key is not free for a payment, even once its
+			// capture has made one.
+			return settle.ErrKeyReuse
+		case use == paymentDir:
+			prev, err := getJSON[payment](tx, k)
+			if err != nil {
+				return err
+			}
 			if !prev.request().Matches(req) {
 				return settle.ErrKeyReuse
 			}
@@ -157,7 +249,8 @@ func (r *Rail) settleTxn(ctx context.Context, req settle.SettleRequest, p plan, 
 			}
 			out = prev
 			return nil
-		case !errors.Is(err, store.ErrNotFound):
+		}
+		if err := r.markUsed(tx, req.Key, paymentDir); err != nil {
 			return err
 		}
 		seq, err := nextSeq(tx, r.key("", seqName))
