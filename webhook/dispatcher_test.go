@@ -964,14 +964,7 @@ func TestTailExactlyOnce(t *testing.T) {
 		later = append(later, e.append("payment.settled", `{}`))
 	}
 	ctx := context.Background()
-	cursor, err := e.d.tail(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size, _ := e.log.Size(ctx)
-	if cursor != size {
-		t.Fatalf("cursor %d, size %d", cursor, size)
-	}
+	tailToEnd(t, e)
 	// a also gets b's creation entry (an audit.appended).
 	bCreated, _ := e.log.Get(ctx, entries[len(entries)-1].Seq+1)
 	wantA := len(expectIDs(append(append(slices.Clone(entries), bCreated), later...), AllEvents))
@@ -988,6 +981,19 @@ func TestTailExactlyOnce(t *testing.T) {
 	}
 	if na2, nb2, nout2 := countKeys(); na2 != na || nb2 != nb || nout2 != nout {
 		t.Fatal("a second tail changed the outbox")
+	}
+}
+
+// tailToEnd tails once and checks that the cursor reached the record's end.
+func tailToEnd(t *testing.T, e *env) {
+	t.Helper()
+	ctx := context.Background()
+	cursor, err := e.d.tail(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := e.log.Size(ctx); cursor != size {
+		t.Fatalf("cursor %d, size %d", cursor, size)
 	}
 }
 
@@ -1055,14 +1061,7 @@ func TestTailSkipIsDeferred(t *testing.T) {
 	for range 20 {
 		e.append("gate.decision", `{"outcome":"deny"}`)
 	}
-	cursor, err := e.d.tail(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size, _ := e.log.Size(ctx)
-	if cursor != size {
-		t.Fatalf("cursor %d, size %d", cursor, size)
-	}
+	tailToEnd(t, e)
 	if w, d := st.counts(); w != 0 || d == 0 {
 		t.Fatalf("with no endpoint: %d waiting and %d deferred cursor commits, want 0 and some", w, d)
 	}
