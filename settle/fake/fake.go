@@ -87,7 +87,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -259,10 +258,9 @@ type Rail struct {
 	opts   Options // defaults filled in; never the caller's pointer
 	prefix string  // "settle/fake/<name>/"
 
-	// layout is set once the ledger's keys all have their use markers
-	// (ensureLayout); layoutMu makes the first writers wait for that.
-	layoutMu sync.Mutex
-	layout   atomic.Bool
+	// layout is set once this rail has seen the ledger's keys all have
+	// their use markers (markOldKeys).
+	layout atomic.Bool
 }
 
 var (

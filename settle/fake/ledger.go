@@ -34,7 +34,7 @@ import (
 // store such misses are the costly reads (Pebble consults every level's
 // filter), and the sandbox's are inside every payment's commit. Ledgers
 // written before the marker existed get their markers once, before the
-// rail's first write (ensureLayout).
+// rail's first write (markOldKeys).
 const (
 	authDir    = "a/"
 	paymentDir = "p/"
@@ -134,65 +134,66 @@ func (f *refund) result() settle.RefundResult {
 	}
 }
 
-// update runs one ledger transaction; see [Options.SharedLog].
+// update runs one ledger transaction; see [Options.SharedLog]. Until this
+// rail has seen the ledger's keys all marked, the transaction first marks
+// any that are not (markOldKeys), in the same commit.
 func (r *Rail) update(ctx context.Context, fn func(store.Txn) error) error {
-	if err := r.ensureLayout(ctx); err != nil {
-		return err
+	run := fn
+	marked := r.layout.Load()
+	if !marked {
+		run = func(tx store.Txn) error {
+			if err := r.markOldKeys(tx); err != nil {
+				return fmt.Errorf("marking the ledger's used keys: %w", err)
+			}
+			return fn(tx)
+		}
 	}
+	var err error
 	if r.opts.SharedLog {
-		return store.UpdateDeferred(ctx, r.opts.Store, fn)
+		err = store.UpdateDeferred(ctx, r.opts.Store, run)
+	} else {
+		err = r.opts.Store.Update(ctx, run)
 	}
-	return r.opts.Store.Update(ctx, fn)
+	if err == nil && !marked {
+		r.layout.Store(true)
+	}
+	return err
 }
 
-// ensureLayout gives every a/ and p/ key of a ledger written before the u/
-// markers existed its marker, once, before this rail writes anything: a
-// key in a/ is marked "a/" (a capture's payment shares its hold's key), any
-// other key in p/ "p/". It is one durable transaction, idempotent, so rails
-// of several processes over one store may all run it.
-func (r *Rail) ensureLayout(ctx context.Context) error {
-	if r.layout.Load() {
+// markOldKeys gives every a/ and p/ key of a ledger written before the u/
+// markers existed its marker, unless layout says that was done: a key in
+// a/ is marked "a/" (a capture's payment shares its hold's key), any other
+// key in p/ "p/". It runs inside a ledger transaction, so the ledger is
+// never seen half marked, and it is idempotent, so rails of several
+// processes over one store may all run it.
+func (r *Rail) markOldKeys(tx store.Txn) error {
+	if b, err := tx.Get(r.key("", layoutName)); err == nil && string(b) == layoutV2 {
 		return nil
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
-	r.layoutMu.Lock()
-	defer r.layoutMu.Unlock()
-	if r.layout.Load() {
-		return nil
-	}
-	err := r.opts.Store.Update(ctx, func(tx store.Txn) error {
-		if b, err := tx.Get(r.key("", layoutName)); err == nil && string(b) == layoutV2 {
-			return nil
-		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+	for _, dir := range []string{authDir, paymentDir} {
+		lo := r.key(dir, "")
+		it := tx.Iterate(lo, store.PrefixEnd(lo), false)
+		var keys []string
+		for it.Next() {
+			keys = append(keys, string(it.Key()[len(lo):]))
+		}
+		if err := it.Close(); err != nil {
 			return err
 		}
-		for _, dir := range []string{authDir, paymentDir} {
-			lo := r.key(dir, "")
-			it := tx.Iterate(lo, store.PrefixEnd(lo), false)
-			var keys []string
-			for it.Next() {
-				keys = append(keys, string(it.Key()[len(lo):]))
-			}
-			if err := it.Close(); err != nil {
+		for _, k := range keys {
+			if _, err := tx.Get(r.key(useDir, k)); err == nil {
+				continue
+			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			for _, k := range keys {
-				if _, err := tx.Get(r.key(useDir, k)); err == nil {
-					continue
-				} else if !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
-				if err := tx.Set(r.key(useDir, k), []byte(dir)); err != nil {
-					return err
-				}
+			if err := r.markUsed(tx, k, dir); err != nil {
+				return err
 			}
 		}
-		return tx.Set(r.key("", layoutName), []byte(layoutV2))
-	})
-	if err != nil {
-		return fmt.Errorf("marking the ledger's used keys: %w", err)
 	}
-	r.layout.Store(true)
-	return nil
+	return tx.Set(r.key("", layoutName), []byte(layoutV2))
 }
 
 // keyUse reports what key was first used for: authDir, paymentDir, or ""
