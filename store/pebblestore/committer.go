@@ -59,6 +59,10 @@ type group struct {
 	members []*request // transactions whose function succeeded
 	hooks   commithook.List
 	taken   int // requests taken, successful or not, for MaxGroup
+	// written is every key the group's batch writes, for the Views'
+	// cache (viewCache.publish). It is kept apart from the batch because
+	// Pebble may release a large batch's contents once applied.
+	written [][]byte
 	// deferred is set once a member was answered before the group
 	// committed (UpdateDeferred), at deferredAt.
 	deferred   bool
@@ -262,7 +266,7 @@ func (s *Store) runMember(g *group, r *request) {
 			r.answer(err) // nothing more is written once the store has failed
 			return
 		}
-		if err := s.runTxn(r, g.batch, &g.hooks); err != nil || r.panicked {
+		if err := s.runTxn(r, g); err != nil || r.panicked {
 			// Its writes never reached the batch; answer now.
 			r.answer(err)
 			return
@@ -307,7 +311,7 @@ func (s *Store) apply(g *group) chan struct{} {
 		return fail(err)
 	}
 	if g.hooks.Len() > 0 {
-		if err := s.runHooks(g.batch, &g.hooks); err != nil {
+		if err := s.runHooks(g); err != nil {
 			// The hooks' writes cover the whole group (a checkpoint over
 			// its entries): without them nothing of it may commit. A
 			// deferred member was told its writes would commit unless
@@ -339,7 +343,7 @@ func (s *Store) apply(g *group) chan struct{} {
 			g.synced = time.Since(start)
 			s.groups.Add(1)
 			s.txns.Add(uint64(len(g.members)))
-			s.publishSnapshot(g.batch)
+			s.publishSnapshot(g.written)
 		}
 		closeBatch(g.batch)
 		for _, r := range g.members {
@@ -389,18 +393,18 @@ func (s *Store) syncWait(batch *pebble.Batch) (err error) {
 // runHooks runs the group's commit hooks in one more transaction over
 // batch and folds its writes in. A panic in a hook fails the group like an
 // error.
-func (s *Store) runHooks(batch *pebble.Batch, hooks *commithook.List) (err error) {
-	tx := &txn{reader: reader{batch: batch, cache: &s.cache}, noHooks: true}
+func (s *Store) runHooks(g *group) (err error) {
+	tx := &txn{reader: reader{batch: g.batch, cache: &s.cache}, noHooks: true}
 	defer func() {
 		tx.finish()
 		if p := recover(); p != nil {
 			err = fmt.Errorf("pebblestore: commit hook panicked: %v", p)
 		}
 	}()
-	if err := hooks.Run(tx); err != nil {
+	if err := g.hooks.Run(tx); err != nil {
 		return err
 	}
-	s.fold(tx, batch)
+	s.fold(tx, g)
 	return nil
 }
 
@@ -420,8 +424,8 @@ func (s *Store) take(r *request, do func(*request)) {
 // runTxn runs r's function in a transaction over batch and, if it returns
 // nil and r's ctx is still live, folds its writes into batch. A panic in the
 // function is recorded in r for its caller to re-raise.
-func (s *Store) runTxn(r *request, batch *pebble.Batch, hooks *commithook.List) (err error) {
-	tx := &txn{reader: reader{batch: batch, cache: &s.cache}}
+func (s *Store) runTxn(r *request, g *group) (err error) {
+	tx := &txn{reader: reader{batch: g.batch, cache: &s.cache}}
 	defer func() {
 		tx.finish()
 		if p := recover(); p != nil {
@@ -436,23 +440,26 @@ func (s *Store) runTxn(r *request, batch *pebble.Batch, hooks *commithook.List) 
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	s.fold(tx, batch)
-	hooks.Merge(&tx.hooks)
+	s.fold(tx, g)
+	g.hooks.Merge(&tx.hooks)
 	return nil
 }
 
-// fold writes tx's pending writes into batch, and into the read cache.
-func (s *Store) fold(tx *txn, batch *pebble.Batch) {
+// fold writes tx's pending writes into g's batch, and into the read cache,
+// and notes their keys in g.written for the Views' cache.
+func (s *Store) fold(tx *txn, g *group) {
 	var ferr error
 	tx.pending.Ascend(func(e ordered.Entry) {
 		if ferr != nil {
 			return
 		}
 		s.cache.set(e.Key, e.Value, e.Tombstone)
+		// e.Key is the transaction's own copy, which nothing changes.
+		g.written = append(g.written, e.Key)
 		if e.Tombstone {
-			ferr = batch.Delete(e.Key, nil)
+			ferr = g.batch.Delete(e.Key, nil)
 		} else {
-			ferr = batch.Set(e.Key, e.Value, nil)
+			ferr = g.batch.Set(e.Key, e.Value, nil)
 		}
 	})
 	if ferr != nil {
@@ -468,17 +475,17 @@ func closeBatch(batch *pebble.Batch) {
 	_ = batch.Close()
 }
 
-// publishSnapshot makes the state as of the group just made durable, whose
-// batch is given, the one Views read. Only the goroutine of the group in
-// flight calls it, after the group's successful sync and before the
-// committer applies the next group, so the snapshot never holds data that
-// is not yet durable.
-func (s *Store) publishSnapshot(batch *pebble.Batch) {
+// publishSnapshot makes the state as of the group just made durable, which
+// wrote the keys written, the one Views read. Only the goroutine of the
+// group in flight calls it, after the group's successful sync and before
+// the committer applies the next group, so the snapshot never holds data
+// that is not yet durable.
+func (s *Store) publishSnapshot(written [][]byte) {
 	s.snapMu.Lock()
 	old := s.snap
 	next := newSharedSnapshot(s.db, old.version+1)
-	// Before any View can take next: the cache forgets batch's keys.
-	s.views.publish(batch, next.version)
+	// Before any View can take next: the cache forgets the group's keys.
+	s.views.publish(written, next.version)
 	s.snap = next
 	s.snapMu.Unlock()
 	old.release()

@@ -1,10 +1,6 @@
 package pebblestore
 
-import (
-	"sync"
-
-	"github.com/cockroachdb/pebble/v2"
-)
+import "sync"
 
 // viewCache holds values Views read from the published snapshot, so that
 // the next View of the same key answers from memory. It serves the keys
@@ -17,8 +13,10 @@ import (
 // It is exact: an entry is the key's value in the published snapshot, and
 // in every later one until a group that writes the key is published. The
 // committer publishes each durable group's snapshot (publishSnapshot) and,
-// under the same lock, drops every key that group wrote and moves the
-// cache to the new snapshot's version. A View uses the cache only while
+// under the same lock, drops every key that group wrote (noted as they were
+// folded into its batch, not read back from the batch: Pebble releases a
+// large batch's contents once applied) and moves the cache to the new
+// snapshot's version. A View uses the cache only while
 // its snapshot is the published one (version equal); one that began on an
 // older snapshot reads that snapshot, as before. A value a View read is
 // kept only if its snapshot is still the published one when it returns,
@@ -65,34 +63,18 @@ func (c *viewCache) learn(k, val []byte, absent bool, v uint64) {
 	c.m[string(k)] = cacheEntry{v: val, absent: absent}
 }
 
-// publish moves the cache to version v, the snapshot that adds batch's
-// writes: every key batch wrote is dropped. The caller holds the lock that
-// makes v's snapshot the one Views read, so no View sees v before this.
-func (c *viewCache) publish(batch *pebble.Batch, v uint64) {
+// publish moves the cache to version v, the snapshot that adds a group's
+// writes: every key in written, the keys the group wrote, is dropped. The
+// caller holds the lock that makes v's snapshot the one Views read, so no
+// View sees v before this.
+func (c *viewCache) publish(written [][]byte, v uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.version = v
 	if len(c.m) == 0 {
 		return
 	}
-	r := batch.Reader()
-	for {
-		kind, k, _, ok, err := r.Next()
-		if err != nil {
-			clear(c.m) // unreadable: forget everything rather than guess
-			return
-		}
-		if !ok {
-			return
-		}
-		switch kind {
-		case pebble.InternalKeyKindSet, pebble.InternalKeyKindDelete:
-			delete(c.m, string(k))
-		default:
-			// The store writes only sets and deletes; anything else
-			// may cover any key.
-			clear(c.m)
-			return
-		}
+	for _, k := range written {
+		delete(c.m, string(k))
 	}
 }
