@@ -107,6 +107,22 @@ func TestIntentJSONRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(&in, got, transient); diff != "" {
 		t.Fatalf("decoded intent differs (-encoded +decoded):\n%s", diff)
 	}
+
+	// Empty maps and slices may come back nil (omitempty), and the other
+	// way round; no reader of an intent tells the two apart (none
+	// compares them with nil), so they count as equal.
+	empty := Intent{ID: "int_empty", Metadata: map[string]string{}, Tags: []string{}, Refunds: nil,
+		Decision: gate.Decision{Reasons: []gate.Reason{}}}
+	b, err = json.Marshal(&empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = decodeIntent(empty.ID, b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&empty, got, transient, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("decoded empty intent differs (-encoded +decoded):\n%s", diff)
+	}
 }
 
 // fill sets every field reachable from v to a value other than its zero

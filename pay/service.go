@@ -771,12 +771,14 @@ func decodeIntent(id string, b []byte) (*Intent, error) {
 // changed in since. While prior is still what is stored, decoding it would
 // give in again: an intent's state is its JSON (every field a reader of a
 // stored intent needs is in it; TestIntentJSONRoundTrip), so in and the
-// decoded copy can differ only in what encoding cannot see, which nothing
-// reads from an intent. Decoding was
-// nearly half of the outcome transaction's work, in the store's serial
-// section. in is handed out once, since the function may change it and a
-// store may run the function again; later runs, and any change to the
-// stored bytes, decode as getIntent does.
+// decoded copy can differ only in what encoding cannot see (an empty map
+// against a nil one), which nothing reads from an intent. in shares its
+// metadata, tags and reasons with the request that built it, which the
+// outcome path only reads. Decoding was nearly half of the outcome
+// transaction's work, in the store's serial section. in is handed out
+// once, since the function may change it and a store may run the function
+// again; later runs, and any change to the stored bytes, decode as
+// getIntent does.
 type intentReader struct {
 	prior []byte
 	in    *Intent

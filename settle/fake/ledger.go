@@ -33,8 +33,10 @@ import (
 // that usually does not exist yet, where reading a/ and p/ took two; in a
 // store such misses are the costly reads (Pebble consults every level's
 // filter), and the sandbox's are inside every payment's commit. Ledgers
-// written before the marker existed get their markers once, before the
-// rail's first write (markOldKeys).
+// written before the marker existed get their markers once, inside the
+// rail's first write transaction (markOldKeys). Every process writing one
+// ledger must run code that keeps the markers: a key an older version
+// wrote after the marking has none, and would be taken for unused.
 const (
 	authDir    = "a/"
 	paymentDir = "p/"
