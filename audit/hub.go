@@ -159,6 +159,10 @@ type HubEntry struct {
 type HubStats struct {
 	// Subscribers is the number of open subscriptions.
 	Subscribers int
+	// Live is how many of them read live entries; the others are still
+	// reading their backlog (and, while they do, are never ended as slow:
+	// they hold nothing in the hub).
+	Live int
 	// Position is the seq of the newest entry the tail has fanned out (0
 	// before the first Subscribe).
 	Position uint64
@@ -261,6 +265,9 @@ func (h *Hub) Stats() HubStats {
 	for s := range h.subs {
 		s.mu.Lock()
 		st.Buffered += s.n
+		if s.live {
+			st.Live++
+		}
 		s.mu.Unlock()
 	}
 	return st

@@ -74,7 +74,7 @@ func ExampleNewHub() {
 	defer hub.Close()
 	fmt.Printf("%+v\n", hub.Stats())
 	// Output:
-	// {Subscribers:0 Position:0 Buffered:0 Dropped:0 History:0}
+	// {Subscribers:0 Live:0 Position:0 Buffered:0 Dropped:0 History:0}
 }
 
 // A streaming server waits on the subscription and a heartbeat at once:

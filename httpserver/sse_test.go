@@ -326,6 +326,16 @@ func TestAuditStreamSlowReader(t *testing.T) {
 	f := newStreamFixture(t, &audit.HubOptions{BufferSize: bufSize}, streamOptions{}, true)
 	f.appendEntries(t, 10)
 	resp, r := f.open(t, t.Context(), "") // headers only; the body is left unread
+	// Only a subscriber reading live entries is dropped when it falls a
+	// buffer behind; one still reading its backlog holds nothing in the
+	// hub, and one that overflowed before going live reads its backlog
+	// again. So the flood starts once the subscriber is live: its first
+	// ten entries fit in the socket buffers.
+	for start := time.Now(); f.hub.Stats().Live == 0; runtime.Gosched() {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("the subscriber never read live entries: %+v", f.hub.Stats())
+		}
+	}
 
 	const limit = 100_000
 	for f.hub.Stats().Dropped == 0 {
