@@ -1,5 +1,15 @@
 package pebblestore
 
+// pointCache is what a reader asks before a Pebble point lookup and tells
+// after one: the committer's readCache, or the Views' cache at the version
+// of the View's snapshot (viewAt).
+type pointCache interface {
+	get(k []byte) (cacheEntry, bool)
+	// learn keeps v (which the cache may keep as is) or, with absent, the
+	// key's absence.
+	learn(k, v []byte, absent bool)
+}
+
 // readCache holds recent values of keys the committer's transactions read
 // or wrote, as of the batch the committer is filling: the database with
 // every applied group, plus the writes folded into the current group. The

@@ -355,7 +355,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 	s.snapMu.Unlock()
 	defer snap.release()
 
-	r := &reader{snap: snap.s, views: &s.views, version: snap.version}
+	r := &reader{snap: snap.s, cache: viewAt{&s.views, snap.version}}
 	defer r.finish()
 	return fn(r)
 }

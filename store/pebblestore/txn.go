@@ -20,12 +20,9 @@ var errFinished = errors.New("pebblestore: reader or transaction used after its 
 type reader struct {
 	snap  *pebble.Snapshot
 	batch *pebble.Batch
-	// cache is the committer's read cache, for batch readers.
-	cache *readCache
-	// views is the Views' cache, for snapshot readers, whose snapshot
-	// has this version.
-	views   *viewCache
-	version uint64
+	// cache answers repeated point reads: the committer's read cache for
+	// batch readers, the Views' cache for snapshot readers; nil for none.
+	cache pointCache
 	// iters are the iterators not yet closed; finish closes them so that a
 	// forgotten one cannot pin the snapshot or outlive the batch.
 	iters map[*iter]struct{}
@@ -36,21 +33,13 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 	if r.done {
 		return nil, errFinished
 	}
-	var (
-		e  cacheEntry
-		ok bool
-	)
-	switch {
-	case r.cache != nil:
-		e, ok = r.cache.get(key)
-	case r.views != nil:
-		e, ok = r.views.get(key, r.version)
-	}
-	if ok {
-		if e.absent {
-			return nil, store.ErrNotFound
+	if r.cache != nil {
+		if e, ok := r.cache.get(key); ok {
+			if e.absent {
+				return nil, store.ErrNotFound
+			}
+			return append(make([]byte, 0, len(e.v)), e.v...), nil
 		}
-		return append(make([]byte, 0, len(e.v)), e.v...), nil
 	}
 	var (
 		v   []byte
@@ -63,11 +52,8 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 		v, c, err = r.batch.Get(key)
 	}
 	if errors.Is(err, pebble.ErrNotFound) {
-		switch {
-		case r.cache != nil:
+		if r.cache != nil {
 			r.cache.learn(key, nil, true)
-		case r.views != nil:
-			r.views.learn(key, nil, true, r.version)
 		}
 		return nil, store.ErrNotFound
 	}
@@ -79,11 +65,8 @@ func (r *reader) Get(key []byte) ([]byte, error) {
 	if err := c.Close(); err != nil {
 		return nil, fmt.Errorf("pebblestore: get: %w", err)
 	}
-	switch {
-	case r.cache != nil:
+	if r.cache != nil {
 		r.cache.learn(key, append([]byte(nil), out...), false)
-	case r.views != nil:
-		r.views.learn(key, append([]byte(nil), out...), false, r.version)
 	}
 	return out, nil
 }

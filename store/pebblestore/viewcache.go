@@ -35,6 +35,16 @@ const (
 	viewCacheMaxValue = 2048
 )
 
+// viewAt is c as a View on the snapshot of version v sees it.
+type viewAt struct {
+	c *viewCache
+	v uint64
+}
+
+func (a viewAt) get(k []byte) (cacheEntry, bool) { return a.c.get(k, a.v) }
+
+func (a viewAt) learn(k, val []byte, absent bool) { a.c.learn(k, val, absent, a.v) }
+
 // get returns k's entry for a View on the snapshot of version v.
 func (c *viewCache) get(k []byte, v uint64) (cacheEntry, bool) {
 	c.mu.RLock()

@@ -47,30 +47,32 @@ func viewGet(t *testing.T, s *Store, k string) (string, bool) {
 func TestViewCacheFollowsCommits(t *testing.T) {
 	s := openMem(t)
 	steps := []struct {
-		name   string
-		fn     func(store.Txn) error
-		key    string
-		want   string
-		wantOK bool
+		name     string
+		fn       func(store.Txn) error
+		deferred bool // fn commits deferred, then an empty Update makes it durable
+		key      string
+		want     string
+		wantOK   bool
 	}{
-		{"absent", nil, "k", "", false},
-		{"set after absent", set("k", "v1"), "k", "v1", true},
-		{"overwritten", set("k", "v2"), "k", "v2", true},
-		{"other key written", set("j", "x"), "k", "v2", true},
-		{"deleted", func(tx store.Txn) error { return tx.Delete([]byte("k")) }, "k", "", false},
-		{"set after delete", set("k", "v3"), "k", "v3", true},
-		{"deferred then waited", func(tx store.Txn) error { return tx.Set([]byte("k"), []byte("v4")) }, "k", "v4", true},
+		{"absent", nil, false, "k", "", false},
+		{"set after absent", set("k", "v1"), false, "k", "v1", true},
+		{"overwritten", set("k", "v2"), false, "k", "v2", true},
+		{"other key written", set("j", "x"), false, "k", "v2", true},
+		{"deleted", func(tx store.Txn) error { return tx.Delete([]byte("k")) }, false, "k", "", false},
+		{"set after delete", set("k", "v3"), false, "k", "v3", true},
+		{"deferred then waited", set("k", "v4"), true, "k", "v4", true},
 	}
 	for _, st := range steps {
-		if st.fn != nil {
-			update := s.Update
-			if st.name == "deferred then waited" {
-				if err := s.UpdateDeferred(t.Context(), st.fn); err != nil {
-					t.Fatal(err)
-				}
-				st.fn = func(store.Txn) error { return nil } // the barrier
+		switch {
+		case st.deferred:
+			if err := s.UpdateDeferred(t.Context(), st.fn); err != nil {
+				t.Fatal(err)
 			}
-			if err := update(t.Context(), st.fn); err != nil {
+			if err := s.Update(t.Context(), func(store.Txn) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		case st.fn != nil:
+			if err := s.Update(t.Context(), st.fn); err != nil {
 				t.Fatal(err)
 			}
 		}
