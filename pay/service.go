@@ -747,14 +747,20 @@ func writeIntent(txn store.Txn, in *Intent) ([]byte, error) {
 }
 
 func getIntent(r store.Reader, id string) (*Intent, error) {
-	b, err := r.Get(intentKey(id))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrIntentNotFound
-	}
+	b, err := intentBytes(r, id)
 	if err != nil {
 		return nil, err
 	}
 	return decodeIntent(id, b)
+}
+
+// intentBytes reads intent id as stored; ErrIntentNotFound if there is none.
+func intentBytes(r store.Reader, id string) ([]byte, error) {
+	b, err := r.Get(intentKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrIntentNotFound
+	}
+	return b, err
 }
 
 func decodeIntent(id string, b []byte) (*Intent, error) {
@@ -790,10 +796,7 @@ func newIntentReader(in *Intent, prior []byte) *intentReader {
 
 func (r *intentReader) get(txn store.Reader) (*Intent, error) {
 	id := r.in.ID
-	b, err := txn.Get(intentKey(id))
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrIntentNotFound
-	}
+	b, err := intentBytes(txn, id)
 	if err != nil {
 		return nil, err
 	}
