@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/product"
 )
 
@@ -431,6 +432,16 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 	if op.Credential == contract.CredentialOperator {
 		o, err := s.operators.VerifyOperator(r, op.ID, raw)
 		if err != nil {
+			// A refusal that proves no identity spends the caller's
+			// address bucket, as an unauthenticated request does: a flood
+			// of unsigned operator requests meets 429, and signed ones
+			// from the same address are not slowed by anyone else's.
+			var ue *operator.UnauthorizedError
+			if errors.As(err, &ue) && !ue.Reason.IdentifiesKey() {
+				if lerr := s.take(w, s.addrLimit, clientAddr(r), nil); lerr != nil {
+					return lerr
+				}
+			}
 			return err
 		}
 		r = r.WithContext(context.WithValue(r.Context(), operatorKey{}, o))

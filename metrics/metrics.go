@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/operator"
 )
 
 // Namespace prefixes every metric of this package.
@@ -545,4 +546,41 @@ func (m *Metrics) WatchHub(h HubStatser) error {
 		return err
 	}
 	return nil
+}
+
+// RefusalStatser is what [Metrics.WatchRefusals] reads: the reference
+// server's operator.RefusalJournal.
+type RefusalStatser interface {
+	Stats() operator.RefusalStats
+}
+
+// WatchRefusals exports the refused operator requests, by reason, and how
+// many of them became record entries: a flood of unauthenticated requests
+// shows here, not in the record.
+func (m *Metrics) WatchRefusals(j RefusalStatser) error {
+	return m.reg.Register(refusalCollector{j: j, refused: prometheus.NewDesc(
+		prometheus.BuildFQName(Namespace, "operator", "refusals_total"),
+		"Operator requests refused by the signature verifier, by reason.", []string{"reason"}, nil),
+		recorded: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "operator", "refusal_entries_total"),
+			"Record entries the refusals became: kind=refused for one trusted key's refusal, kind=summary for an interval's counts.",
+			[]string{"kind"}, nil)})
+}
+
+type refusalCollector struct {
+	j                 RefusalStatser
+	refused, recorded *prometheus.Desc
+}
+
+func (c refusalCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.refused
+	ch <- c.recorded
+}
+
+func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.j.Stats()
+	for _, r := range operator.Reasons() {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.ByReason[r]), string(r))
+	}
+	ch <- prometheus.MustNewConstMetric(c.recorded, prometheus.CounterValue, float64(s.Recorded), "refused")
+	ch <- prometheus.MustNewConstMetric(c.recorded, prometheus.CounterValue, float64(s.Summaries), "summary")
 }

@@ -276,6 +276,7 @@ type server struct {
 	pay      *pay.Service
 	shops    *sandboxMerchants
 	ops      *operator.Verifier
+	refusals *operator.RefusalJournal
 	usage    *auth.Usage
 	dpop     *auth.DPoPVerifier
 	webhooks *webhook.Dispatcher
@@ -357,11 +358,22 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err != nil {
 		return nil, err
 	}
+	// Refused operator requests: recorded one by one only for trusted
+	// keys (rate-limited per key), otherwise counted and summarised once
+	// per interval, so that no caller without a credential grows the record.
+	refusals, err := operator.NewRefusalJournal(lg, &operator.RefusalJournalOptions{
+		Logger: logger, RequestID: httpserver.RequestID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
+		if err := m.WatchRefusals(refusals); err != nil {
+			return nil, err
+		}
+	}
 	opVerifier, err := operator.NewVerifier(st, opKeys, baseURL, &operator.VerifierOptions{
-		Logger: logger,
-		OnRefused: func(ctx context.Context, r *http.Request, operationID string, reason operator.Reason, keyID string) {
-			recordOperatorRefusal(ctx, lg, logger, r, operationID, reason, keyID)
-		},
+		Logger: logger, OnRefused: refusals.Refused,
 	})
 	if err != nil {
 		return nil, err
@@ -550,6 +562,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		pay:      svc,
 		shops:    sandboxShops,
 		ops:      opVerifier,
+		refusals: refusals,
 		usage:    usage,
 		dpop:     dpop,
 		memory:   mem,
@@ -571,8 +584,9 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, fmt.Errorf("webhook dispatcher: %w", err)
 	}
 	srv.webhooks = dispatcher
-	srv.bg.Add(2)
+	srv.bg.Add(3)
 	go srv.maintain(bgCtx)
+	go srv.summariseRefusals(bgCtx)
 	go func() {
 		defer srv.bg.Done()
 		// Holds, meters, sessions and stakes due while the server was down
@@ -614,27 +628,6 @@ func (s *server) maintain(ctx context.Context) {
 		if _, err := s.pay.SweepIdempotency(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "idempotency sweep", slog.Any("error", err))
 		}
-	}
-}
-
-// recordOperatorRefusal writes an operator.refused entry for a request
-// whose Svc-Operator signature was refused: who it claimed to be, what it
-// tried, and why it was refused — never its body. The claimed key id is
-// unauthenticated.
-func recordOperatorRefusal(ctx context.Context, lg *audit.Log, logger *slog.Logger, r *http.Request, operationID string, reason operator.Reason, keyID string) {
-	data, _ := json.Marshal(map[string]string{
-		"operationId": operationID, "method": r.Method, "path": r.URL.EscapedPath(),
-		"reason": string(reason), "claimedKeyId": keyID,
-	})
-	err := lg.Update(context.WithoutCancel(ctx), func(txn store.Txn) error {
-		_, err := lg.Append(txn, audit.Record{
-			Type: "operator.refused", RequestID: httpserver.RequestID(ctx),
-			Actor: audit.Actor{Kind: "system", ID: "operator-verifier"}, Data: data,
-		})
-		return err
-	})
-	if err != nil {
-		logger.ErrorContext(ctx, "recording a refused operator request", slog.Any("error", err))
 	}
 }
 
@@ -723,6 +716,24 @@ func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration
 	return failed
 }
 
+// summariseRefusals writes the refused operator requests that were only
+// counted as at most one operator.refusals entry a minute.
+func (s *server) summariseRefusals(ctx context.Context) {
+	defer s.bg.Done()
+	t := time.NewTicker(operator.DefaultRefusalInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := s.refusals.Flush(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "summarising refused operator requests", slog.Any("error", err))
+		}
+	}
+}
+
 // close flushes and closes the record and the store; it is safe to call
 // after serve returned.
 func (s *server) close() {
@@ -737,8 +748,12 @@ func (s *server) close() {
 		}
 		cancel()
 	}
-	// Requests have drained: write the usage counts still in memory.
+	// Requests have drained: write the usage counts and refusal counts
+	// still in memory.
 	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := s.refusals.Close(uctx); err != nil {
+		s.logger.Error("summarising refused operator requests", slog.Any("error", err))
+	}
 	if err := s.usage.Close(uctx); err != nil {
 		s.logger.Error("flushing usage counts", slog.Any("error", err))
 	}
