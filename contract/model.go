@@ -115,13 +115,25 @@ type Content struct {
 	MediaType string
 	// Type is the Go type encoded as JSON. Nil means a text body (a string
 	// schema) for non-JSON media types and an arbitrary JSON object for
-	// JSON ones.
+	// JSON ones, unless OneOf is set.
 	Type reflect.Type
+	// OneOf, instead of Type, declares a body that is exactly one of these
+	// Go types (a oneOf schema): for a response whose shape depends on
+	// what the request acted on, such as an approval that settles a
+	// payment (a Receipt) or places a hold (its authorization). The types'
+	// schemas must not overlap: each must refuse the others' bodies.
+	OneOf []reflect.Type
 }
 
 // JSON returns a response with one application/json representation of t.
 func JSON(status int, description string, t reflect.Type) Response {
 	return Response{Status: status, Description: description, Content: []Content{{MediaType: MediaJSON, Type: t}}}
+}
+
+// JSONOneOf returns a response with one application/json representation
+// that is exactly one of ts (see [Content.OneOf]).
+func JSONOneOf(status int, description string, ts ...reflect.Type) Response {
+	return Response{Status: status, Description: description, Content: []Content{{MediaType: MediaJSON, OneOf: ts}}}
 }
 
 // EventKind declares one kind of outbound event.

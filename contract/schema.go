@@ -74,6 +74,20 @@ func (g *schemaGen) schemaFor(t reflect.Type) (Schema, error) {
 
 // contentSchema is the schema of a response representation.
 func (g *schemaGen) contentSchema(c Content) (Schema, error) {
+	if len(c.OneOf) > 0 {
+		if c.Type != nil || !isJSONMedia(c.MediaType) {
+			return nil, errors.New("OneOf is for JSON bodies, without Type")
+		}
+		alts := make([]any, len(c.OneOf))
+		for i, t := range c.OneOf {
+			s, err := g.schemaFor(t)
+			if err != nil {
+				return nil, err
+			}
+			alts[i] = s
+		}
+		return Schema{"oneOf": alts}, nil
+	}
 	if c.Type != nil {
 		return g.schemaFor(c.Type)
 	}

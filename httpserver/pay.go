@@ -81,6 +81,9 @@ func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay
 		return s.writeJSON(w, http.StatusOK, res.Receipt)
 	case pay.OutcomeHeld:
 		return s.writeJSON(w, http.StatusAccepted, res.Held)
+	case pay.OutcomeAuthorized:
+		// An approved hold: the reservation, not a Receipt (nothing moved).
+		return s.writeJSON(w, http.StatusOK, res.Authorized)
 	case pay.OutcomeDenied:
 		d := res.Denial
 		codes := make([]string, len(d.Reasons))

@@ -91,14 +91,16 @@ func Contract() contract.Part {
 			{
 				ID: "operator.approve", Method: "POST", Path: "/operator/approve", MovesValue: true,
 				Summary: "Approve a held payment",
-				Description: "Records one operator's approval of a held payment, with the challenge from its 202 answer. " +
+				Description: "Records one operator's approval of a held payment or hold, with the challenge from its 202 answer. " +
 					"When the mandate's number of distinct operators have approved, the payment settles and the Receipt is " +
-					"returned (200); otherwise 202 says how many approvals it has. Irreversible or large payments need " +
+					"returned (200), or the hold is placed and its authorization returned (200); otherwise 202 says how many approvals it has. Irreversible or large payments need " +
 					"acknowledged: true. The kill switch, the mandate's revocation and expiry are checked again first.",
 				Credential: contract.CredentialOperator,
 				Body:       reflect.TypeFor[ApproveRequest](),
 				Responses: []contract.Response{
-					contract.JSON(200, "Approved and settled: the Receipt.", reflect.TypeFor[Receipt]()),
+					contract.JSONOneOf(200, "Approved: the Receipt of the settled payment, or, for a hold (the protocol's holds, "+
+						"meters and sessions), its authorization: the amount reserved until expiresAt.",
+						reflect.TypeFor[Receipt](), reflect.TypeFor[Authorized]()),
 					contract.JSON(202, "Approval recorded; more are needed, or acknowledged: true is.", reflect.TypeFor[Held]()),
 				},
 				Problems: []string{contract.CodeOperatorUnauthorized, contract.CodeOperatorRationaleTooShort, CodeIntentNotFound, CodeApprovalExpired,
