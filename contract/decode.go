@@ -74,33 +74,40 @@ func malformed(offset int64, format string, args ...any) *DecodeError {
 //
 // DecodeJSON does not run validate tags; call [Model.Validate] for that.
 func DecodeJSON(r io.Reader, dst any) error {
+	_, err := decodeJSON(r, dst)
+	return err
+}
+
+// decodeJSON is DecodeJSON that also returns the members sent as zero
+// values of omitempty fields with validate rules.
+func decodeJSON(r io.Reader, dst any) ([]presentZero, error) {
 	rv := reflect.ValueOf(dst)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fmt.Errorf("contract: DecodeJSON needs a non-nil pointer, got %T", dst)
+		return nil, fmt.Errorf("contract: DecodeJSON needs a non-nil pointer, got %T", dst)
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return fmt.Errorf("contract: read body: %w", err)
+		return nil, fmt.Errorf("contract: read body: %w", err)
 	}
 	tree, derr := parseStrict(data)
 	if derr != nil {
-		return derr
+		return nil, derr
 	}
 	c := checker{}
 	c.check(tree, rv.Type().Elem())
 	if len(c.unknown) > 0 {
-		return &DecodeError{Code: CodeRequestUnknownField, Offset: -1, Fields: c.unknown,
+		return nil, &DecodeError{Code: CodeRequestUnknownField, Offset: -1, Fields: c.unknown,
 			Detail: "unknown field " + quoteList(c.unknown)}
 	}
 	if len(c.errs) > 0 {
-		return &ValidationError{Errors: c.errs}
+		return nil, &ValidationError{Errors: c.errs}
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
 		// The checks above mirror encoding/json, so this is a gap in them,
 		// not the client's fault alone; report it without internals.
-		return &ValidationError{Errors: []FieldError{{Rule: "type", Message: "does not match the expected shape"}}}
+		return nil, &ValidationError{Errors: []FieldError{{Rule: "type", Message: "does not match the expected shape"}}}
 	}
-	return nil
+	return c.zeros, nil
 }
 
 // parseStrict parses data into a tree of map[string]any, []any,
@@ -316,9 +323,43 @@ func simpleKey(k string) bool {
 // would decode it, collecting unknown members and type mismatches.
 type checker struct {
 	path    pathStack
-	fields  map[reflect.Type]map[string]reflect.Type // members by name, per struct type
+	fields  map[reflect.Type]map[string]jsonField // members by name, per struct type
 	unknown []string
 	errs    []FieldError
+	// zeros lists the members sent with their type's zero value (0, "",
+	// false) whose field is omitted from JSON when zero and carries
+	// validate rules: for such a field an explicit zero is a value the
+	// rules must judge, never "absent" (see [Model.DecodeJSON]).
+	zeros []presentZero
+}
+
+// presentZero is one member sent as its zero value.
+type presentZero struct {
+	path string
+	t    reflect.Type
+	tag  string // the validate tag without its leading omitempty
+}
+
+// noteZero records v, the member at the current path, when it is the
+// zero value of an omitempty field with validate rules.
+func (c *checker) noteZero(v any, f jsonField) {
+	tag, ok := strings.CutPrefix(f.field.Tag.Get("validate"), "omitempty,")
+	if !ok || !f.omitEmpty {
+		return
+	}
+	zero := false
+	switch x := v.(type) {
+	case json.Number:
+		n, err := strconv.ParseFloat(string(x), 64)
+		zero = err == nil && n == 0
+	case string:
+		zero = x == ""
+	case bool:
+		zero = !x
+	}
+	if zero {
+		c.zeros = append(c.zeros, presentZero{path: c.path.String(), t: f.field.Type, tag: tag})
+	}
 }
 
 var jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -438,8 +479,9 @@ func (c *checker) check(v any, t reflect.Type) {
 		}
 		for _, key := range sortedKeys(obj) {
 			c.path.pushKey(key)
-			if ft, ok := byName[key]; ok {
-				c.check(obj[key], ft)
+			if f, ok := byName[key]; ok {
+				c.check(obj[key], f.field.Type)
+				c.noteZero(obj[key], f)
 			} else {
 				c.unknown = append(c.unknown, c.path.String())
 			}
@@ -473,7 +515,7 @@ func (c *checker) mapKey(kt reflect.Type, key string) bool {
 }
 
 // members returns the JSON members of struct t, cached for the call.
-func (c *checker) members(t reflect.Type) (map[string]reflect.Type, error) {
+func (c *checker) members(t reflect.Type) (map[string]jsonField, error) {
 	if m, ok := c.fields[t]; ok {
 		return m, nil
 	}
@@ -481,12 +523,12 @@ func (c *checker) members(t reflect.Type) (map[string]reflect.Type, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := make(map[string]reflect.Type, len(fields))
+	m := make(map[string]jsonField, len(fields))
 	for _, f := range fields {
-		m[f.name] = f.field.Type
+		m[f.name] = f
 	}
 	if c.fields == nil {
-		c.fields = make(map[reflect.Type]map[string]reflect.Type)
+		c.fields = make(map[reflect.Type]map[string]jsonField)
 	}
 	c.fields[t] = m
 	return m, nil

@@ -167,10 +167,7 @@ func (o OperatorAuth) VerifyOperator(r *http.Request, operationID string, body [
 // decodeBody decodes and validates the (re-armed) body of a raw endpoint
 // exactly as the pipeline does for JSON endpoints.
 func (s *server) decodeBody(r *http.Request, dst any) error {
-	if err := contract.DecodeJSON(r.Body, dst); err != nil {
-		return err
-	}
-	return s.model.Validate(dst)
+	return s.model.DecodeJSON(r.Body, dst)
 }
 
 func (s *server) opSettling(ctx context.Context, p *contract.PageParams, _ *noBody) (pay.SettlingPage, error) {

@@ -478,10 +478,7 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 	body := any(&noBody{})
 	if op.Body != nil {
 		bv := reflect.New(op.Body).Interface()
-		if err := contract.DecodeJSON(bytes.NewReader(raw), bv); err != nil {
-			return err
-		}
-		if err := s.model.Validate(bv); err != nil {
+		if err := s.model.DecodeJSON(bytes.NewReader(raw), bv); err != nil {
 			return err
 		}
 		body = bv

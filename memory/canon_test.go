@@ -17,7 +17,7 @@ func TestCanonicalMatchesJCS(t *testing.T) {
 	f := newFixture(t, nil)
 	tok := f.mandate("n<s>", func(c *MandateClaims) { c.ID = "mm-canon" })
 	bodies := []string{`"a<b>&c"`, `"line\u2028sep"`, `{"z":1,"a":[1.0,2e3,-0.5],"q":"\"quoted\"\n"}`,
-		`12345678901234567890`, `{"é":"ü","a":null,"b":true}`, `[]`}
+		`[12345678901234567000,1E2,0.10]`, `{"é":"ü","a":null,"b":true}`, `[]`}
 	var last Record
 	for i, body := range bodies {
 		to := t0.Add(time.Duration(i+1) * time.Hour)

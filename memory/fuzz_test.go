@@ -243,6 +243,7 @@ func TestRememberRequestValidation(t *testing.T) {
 		{"body not JSON", func(q *RememberRequest) { q.Body = json.RawMessage(`{"a":`) }, "body"},
 		{"body too long", func(q *RememberRequest) { q.Body = json.RawMessage(`"` + strings.Repeat("b", MaxBodyLen) + `"`) }, "body"},
 		{"body number out of range", func(q *RememberRequest) { q.Body = json.RawMessage(`{"n":1e400}`) }, "body"},
+		{"body integer beyond 2^53", func(q *RememberRequest) { q.Body = json.RawMessage(`{"n":9223372036854775808}`) }, "body"},
 		{"body lone surrogate", func(q *RememberRequest) { q.Body = json.RawMessage(`"\ud800"`) }, "body"},
 		{"body duplicate member", func(q *RememberRequest) { q.Body = json.RawMessage(`{"a":1,"a":2}`) }, "body"},
 		{"no validFrom", func(q *RememberRequest) { q.ValidFrom = time.Time{} }, "validFrom"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/jcsenc"
 	"github.com/countersign/countersign/store"
 	"github.com/gowebpki/jcs"
 )
@@ -60,9 +61,10 @@ func (q *RememberRequest) validate() error {
 	}
 	// The content digest is taken over the RFC 8785 form, which some valid
 	// JSON has not (a number beyond a double, a lone surrogate, a member
-	// given twice): refuse it here as the client's fault, not later as a
-	// server error.
-	canon, err := jcs.Transform(q.Body)
+	// given twice) or has only by changing it (an integer beyond 2^53,
+	// rounded): refuse it here as the client's fault, not later as a
+	// server error or a silently different record.
+	canon, err := jcsenc.Transform(q.Body)
 	if err != nil {
 		return invalid("body", "has no RFC 8785 canonical form: %v", err)
 	}

@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gowebpki/jcs"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/internal/jcsenc"
 	"github.com/countersign/countersign/store"
 )
 
@@ -169,9 +169,12 @@ func CanonicalStatement(raw []byte, subject string) ([]byte, error) {
 	if err := json.Unmarshal(obj["subject"], &got); err != nil || got != subject {
 		return nil, fmt.Errorf("%w: the statement's subject member must be %q", errEvidenceInvalid, subject)
 	}
-	c, err := jcs.Transform(raw)
+	// Exactly: RFC 8785 would round an integer beyond 2^53 to the
+	// nearest double, and the signature would then cover a number its
+	// author never wrote.
+	c, err := jcsenc.Transform(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the statement has no canonical form: %v", errEvidenceInvalid, err)
+		return nil, fmt.Errorf("%w: the statement has no exact canonical form: %v", errEvidenceInvalid, err)
 	}
 	if len(c) > MaxStatement {
 		return nil, fmt.Errorf("%w: the statement is over %d bytes", errEvidenceInvalid, MaxStatement)

@@ -275,6 +275,11 @@ func TestEvidenceClasses(t *testing.T) {
 			}
 			r.Signature = base64.RawURLEncoding.EncodeToString(ed25519.Sign(h.ev.cpKey, c))
 		}), code: CodeEvidenceInvalid},
+		{name: "self with an integer beyond 2^53", req: genuine(ClassSelf, func(r *EvidenceSubmitRequest, _ string) {
+			// RFC 8785 would round it to 9223372036854776000: refused,
+			// never stored as a number its author did not write.
+			r.Statement = json.RawMessage(fmt.Sprintf(`{"subject":%q,"units":9223372036854775808}`, subj))
+		}), code: CodeEvidenceInvalid},
 		{name: "sign over another spelling of the statement", req: genuine(ClassSign, func(r *EvidenceSubmitRequest, s string) {
 			// The signature covers the canonical form: whitespace and
 			// member order are not part of it.
