@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/sealbox"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -181,7 +182,13 @@ func (l *lazyMerchant) Cancel(ctx context.Context, id string) (cart.Cart, error)
 	return m.Cancel(ctx, id)
 }
 
-func checkSpec(sp MerchantSpec, allowHTTP bool) error {
+// Check validates a registration: its id, protocol and signing keys, and
+// every URL through urls (package netguard: https to a public address,
+// no user info or fragment, no private, loopback or link-local address
+// in any spelling). Errors match ErrInvalidMerchant (400); a refused URL
+// also wraps the *netguard.Error with its reason. RegisterMerchant runs
+// it; a program that configures merchants itself runs it on each.
+func (sp MerchantSpec) Check(urls netguard.Policy) error {
 	if !validID(sp.ID) {
 		return fmt.Errorf("%w: id must be 1 to 64 lowercase letters, digits, '-', '_' or '.'", ErrInvalidMerchant)
 	}
@@ -189,9 +196,8 @@ func checkSpec(sp MerchantSpec, allowHTTP bool) error {
 		if raw == "" && !required {
 			return nil
 		}
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" || (u.Scheme != "https" && !(allowHTTP && u.Scheme == "http")) {
-			return fmt.Errorf("%w: %s must be an absolute https URL without user info or fragment", ErrInvalidMerchant, name)
+		if _, err := urls.CheckURL(raw); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalidMerchant, name, err)
 		}
 		return nil
 	}
@@ -213,17 +219,32 @@ func checkSpec(sp MerchantSpec, allowHTTP bool) error {
 	return fmt.Errorf("%w: protocol must be acp or ucp", ErrInvalidMerchant)
 }
 
+// checkDiscovered checks the URLs a merchant's answers named, which the
+// client will call: a UCP profile's REST endpoint. The connections are
+// checked again by the client's guard; this refuses the registration
+// before anything is stored.
+func checkDiscovered(m cart.Merchant, urls netguard.Policy) error {
+	p, ok := m.(interface{ Profile() ucp.Profile })
+	if !ok {
+		return nil
+	}
+	if _, err := urls.CheckURL(p.Profile().Endpoint); err != nil {
+		return fmt.Errorf("%w: profileUrl: the profile declares the endpoint %q: %w", ErrInvalidMerchant, p.Profile().Endpoint, err)
+	}
+	return nil
+}
+
 // RegisterMerchant adds a merchant at an operator's call: the server
 // connects to it first (a UCP merchant is discovered and its version
 // negotiated; nothing is stored if that fails), seals its credentials,
 // stores the registration and records it (without secrets) in one
 // transaction.
 func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pay.OperatorCall) (MerchantView, error) {
+	if err := sp.Check(s.urls); err != nil {
+		return MerchantView{}, err
+	}
 	if s.connect == nil {
 		return MerchantView{}, fmt.Errorf("%w: this server registers merchants in configuration only", ErrInvalidMerchant)
-	}
-	if err := checkSpec(sp, s.allowHTTP); err != nil {
-		return MerchantView{}, err
 	}
 	if _, err := s.Merchant(sp.ID); err == nil {
 		return MerchantView{}, fmt.Errorf("%w: %s", ErrMerchantExists, sp.ID)
@@ -232,8 +253,15 @@ func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pa
 	if errors.Is(err, ucp.ErrSignaturesUnsupported) {
 		return MerchantView{}, fmt.Errorf("%w: signingKeys: %w", ErrInvalidMerchant, err)
 	}
+	if errors.Is(err, netguard.ErrForbiddenAddress) {
+		// A name that resolves inside the network: retrying does not help.
+		return MerchantView{}, fmt.Errorf("%w: connecting to %s: %w", ErrInvalidMerchant, sp.ID, err)
+	}
 	if err != nil {
 		return MerchantView{}, fmt.Errorf("%w: connecting to %s: %v", ErrMerchantUnavailable, sp.ID, err)
+	}
+	if err := checkDiscovered(m, s.urls); err != nil {
+		return MerchantView{}, err
 	}
 	v := MerchantView{ID: sp.ID, Protocol: sp.Protocol, Version: m.Version(), BaseURL: sp.BaseURL, PSPURL: sp.PSPURL,
 		ProfileURL: sp.ProfileURL, HasAPIKey: sp.APIKey != "", SigningKeys: pinnedKeys(sp.SigningKeys), Source: "operator",
@@ -317,7 +345,15 @@ func (s *Service) loadRegistered(ctx context.Context) error {
 		if s.connect == nil {
 			return fmt.Errorf("commerce: merchant %s is registered but the service has no Connect", row.ID)
 		}
-		if err := s.add(row.ID, &lazyMerchant{spec: sp, connect: s.connect}, row.MerchantView); err != nil {
+		connect := s.connect
+		if err := sp.Check(s.urls); err != nil {
+			// Registered before the guard refused its URL: listed, never
+			// called.
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "commerce: a registered merchant's URL is refused; it will not be called",
+				slog.String("merchant", row.ID), slog.Any("error", err))
+			connect = func(context.Context, MerchantSpec) (cart.Merchant, error) { return nil, err }
+		}
+		if err := s.add(row.ID, &lazyMerchant{spec: sp, connect: connect}, row.MerchantView); err != nil {
 			return err
 		}
 	}

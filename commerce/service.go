@@ -45,6 +45,7 @@ import (
 	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/sealbox"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -163,8 +164,13 @@ type Options struct {
 	// SealKey (32 bytes) seals registered merchants' credentials at rest.
 	// Nil stores them in the clear (sandbox only).
 	SealKey []byte
-	// AllowHTTP accepts http:// merchant URLs at registration (sandbox).
-	AllowHTTP bool
+	// URLs is the guard every merchant URL passes at registration
+	// (baseUrl, pspUrl, profileUrl, and the endpoint a UCP profile
+	// declares): https to a public address. The zero Policy is
+	// production's; sandbox mode sets AllowLoopback and AllowHTTP. Connect
+	// must build its clients over the same policy (Policy.Client), so
+	// that every connection is checked again.
+	URLs netguard.Policy
 	// Rand is the source of seal nonces. Default crypto/rand.
 	Rand io.Reader
 	// Now is the clock. Default time.Now.
@@ -180,11 +186,11 @@ type Service struct {
 	now    func() time.Time
 	logger *slog.Logger
 
-	connect   func(context.Context, MerchantSpec) (cart.Merchant, error)
-	seal      *sealbox.Box
-	allowHTTP bool
-	rand      io.Reader
-	reg       registry
+	connect func(context.Context, MerchantSpec) (cart.Merchant, error)
+	seal    *sealbox.Box
+	urls    netguard.Policy
+	rand    io.Reader
+	reg     registry
 
 	mu        sync.RWMutex // guards merchants and pay
 	merchants map[string]cart.Merchant
@@ -200,7 +206,7 @@ func New(opts Options) (*Service, error) {
 		return nil, errors.New("commerce: Options.Store and Log are required")
 	}
 	s := &Service{st: opts.Store, log: opts.Log, now: opts.Now, logger: opts.Logger, merchants: map[string]cart.Merchant{},
-		connect: opts.Connect, allowHTTP: opts.AllowHTTP, rand: opts.Rand, reg: registry{views: map[string]MerchantView{}}}
+		connect: opts.Connect, urls: opts.URLs, rand: opts.Rand, reg: registry{views: map[string]MerchantView{}}}
 	if s.now == nil {
 		s.now = time.Now
 	}

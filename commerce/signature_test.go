@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/commerce/fakemerchant"
 	"github.com/countersign/countersign/commerce/ucp"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 )
 
@@ -149,7 +150,7 @@ func TestRegisterMerchantSigningKeys(t *testing.T) {
 	}
 	open := func() *Service {
 		s, err := New(Options{Store: f.st, Log: f.log, Now: f.now, SealKey: bytes.Repeat([]byte{9}, 32), Connect: connect,
-			AllowHTTP: true, Logger: slog.New(slog.DiscardHandler)})
+			URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -155,16 +154,15 @@ func (s *Service) Register(ctx context.Context, reg Registration, call OperatorC
 	return reg, nil
 }
 
+// checkBaseURL checks a counterparty's base URL with the deployment's
+// guard (package netguard) and refuses a query: paths are appended to it.
 func (s *Service) checkBaseURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" || u.RawQuery != "" {
-		return "", fmt.Errorf("%w: baseUrl must be an absolute URL without user info, query or fragment", ErrInvalidCounterparty)
+	u, err := s.urls.CheckURL(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: baseUrl: %w", ErrInvalidCounterparty, err)
 	}
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && s.http:
-	default:
-		return "", fmt.Errorf("%w: baseUrl must be https", ErrInvalidCounterparty)
+	if u.RawQuery != "" || u.ForceQuery {
+		return "", fmt.Errorf("%w: baseUrl must not have a query", ErrInvalidCounterparty)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -404,7 +402,13 @@ func (s *Service) verifyRegistered(ctx context.Context, reg Registration, actor 
 	if s.client == nil {
 		return Verified{}, fmt.Errorf("%w: this deployment was built without an HTTP client for counterparties", ErrNotFound)
 	}
-	raw, ferr := s.fetch(ctx, http.MethodGet, reg.BaseURL+"/.well-known/agent-disclosure", nil)
+	// A registration stored before the guard refused its URL is refused
+	// here, recorded like an unreachable counterparty.
+	_, ferr := s.urls.CheckURL(reg.BaseURL)
+	var raw []byte
+	if ferr == nil {
+		raw, ferr = s.fetch(ctx, http.MethodGet, reg.BaseURL+"/.well-known/agent-disclosure", nil)
+	}
 	if ferr != nil {
 		raw = nil // refused below with the reachability check
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -124,12 +125,15 @@ type Options struct {
 	// answered. Default 5 minutes.
 	ChallengeTTL time.Duration
 	// HTTPClient fetches disclosures from registered counterparties' base
-	// URLs. It must refuse private destinations (the reference server
-	// passes the webhook dispatcher's SSRF-guarded client). Nil: Resolve
-	// never fetches.
+	// URLs. It must refuse private destinations at every connection: build
+	// it with URLs.Client (package netguard), as the reference server does.
+	// Nil: Resolve never fetches.
 	HTTPClient *http.Client
-	// AllowHTTP accepts http:// base URLs (sandbox); otherwise only https.
-	AllowHTTP bool
+	// URLs is the guard a counterparty's base URL passes at registration,
+	// and again before each fetch: https to a public address. The zero
+	// Policy is production's; sandbox mode sets AllowLoopback and
+	// AllowHTTP.
+	URLs netguard.Policy
 	// Directories resolve references the service itself does not know,
 	// e.g. the merchants of the commerce registry; asked in order.
 	Directories []Directory
@@ -159,7 +163,7 @@ type Service struct {
 	refresh time.Duration
 	chTTL   time.Duration
 	client  *http.Client
-	http    bool
+	urls    netguard.Policy
 	dirs    []Directory
 	baseURL string
 	now     func() time.Time
@@ -191,7 +195,7 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 	s := &Service{
 		st: opts.Store, log: opts.Log, facts: opts.Facts, newKey: opts.NewKey,
 		policy: opts.Policy, ttl: opts.TTL, refresh: opts.Refresh, chTTL: opts.ChallengeTTL,
-		client: opts.HTTPClient, http: opts.AllowHTTP, dirs: slices.Clone(opts.Directories),
+		client: opts.HTTPClient, urls: opts.URLs, dirs: slices.Clone(opts.Directories),
 		baseURL: opts.BaseURL, now: opts.Now, rand: opts.Rand, logger: opts.Logger,
 		keys: slices.Clone(opts.Keys),
 	}

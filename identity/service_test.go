@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/schematest"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -568,7 +569,10 @@ func serveADP(t testing.TB, d *deployment) *httptest.Server {
 }
 
 func TestResolveVerifiesARegisteredCounterparty(t *testing.T) {
-	us := newDeployment(t, func(o *Options) { o.HTTPClient = http.DefaultClient; o.AllowHTTP = true })
+	us := newDeployment(t, func(o *Options) {
+		o.HTTPClient = http.DefaultClient
+		o.URLs = netguard.Policy{AllowLoopback: true, AllowHTTP: true}
+	})
 	them, impostor := newDeployment(t, nil), newDeployment(t, nil)
 	them.clock.t, impostor.clock.t = us.clock.t, us.clock.t
 	theirs, fake := serveADP(t, them), serveADP(t, impostor)

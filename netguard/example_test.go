@@ -33,9 +33,9 @@ func ExamplePolicy_CheckURL() {
 	}
 	// Output:
 	// accepted: https://merchant.example/.well-known/ucp
-	// refused (link_local): url host 169.254.169.254 is link-local
-	// refused (link_local): url host 2852039166 is 169.254.169.254, link-local
-	// refused (private): url host ::ffff:10.0.0.1 is private
+	// refused (link_local): destination 169.254.169.254 is link-local
+	// refused (link_local): destination 2852039166 is 169.254.169.254, link-local
+	// refused (private): destination ::ffff:10.0.0.1 is private
 	// refused (userinfo): url must not carry user info
 }
 

@@ -219,11 +219,11 @@ func (p Policy) CheckURL(raw string) (*url.URL, error) {
 func (p Policy) checkHost(host string) (loopback bool, err *Error) {
 	if a, perr := netip.ParseAddr(host); perr == nil {
 		if a.Zone() != "" {
-			return false, refuse(ReasonZone, host, "url host "+host+" is an address with a zone")
+			return false, refuse(ReasonZone, host, "destination "+host+" is an address with a zone")
 		}
 		if e := p.checkAddr(a); e != nil {
 			e.Host = host
-			e.Detail = "url host " + host + " is " + e.Detail
+			e.Detail = "destination " + host + " is " + e.Detail
 			return false, e
 		}
 		return a.Unmap().IsLoopback(), nil
@@ -234,7 +234,7 @@ func (p Policy) checkHost(host string) (loopback bool, err *Error) {
 		if a, ok := looseIPv4(host); ok {
 			detail := "url host " + host + " is the address " + a.String() + " written in a non-standard form"
 			if e := p.checkAddr(a); e != nil {
-				e.Host, e.Detail = host, "url host "+host+" is "+a.String()+", "+e.Detail
+				e.Host, e.Detail = host, "destination "+host+" is "+a.String()+", "+e.Detail
 				return false, e
 			}
 			return false, &Error{Reason: ReasonNumericHost, Host: host, Addr: a, Detail: detail}
@@ -246,7 +246,7 @@ func (p Policy) checkHost(host string) (loopback bool, err *Error) {
 	}
 	if name := strings.TrimSuffix(host, "."); name == "localhost" || strings.HasSuffix(name, ".localhost") {
 		if !p.AllowLoopback {
-			return false, refuse(ReasonLoopback, host, "url host "+host+" is loopback")
+			return false, refuse(ReasonLoopback, host, "destination "+host+" is loopback")
 		}
 		return true, nil
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/store"
 )
 
@@ -343,39 +344,29 @@ func NewDispatcher(st store.Store, log *audit.Log, eps *Endpoints, opts *Dispatc
 	return d, nil
 }
 
-// newClient builds the delivery client around the SSRF guard.
+// newClient builds the delivery client around the shared SSRF guard
+// (package netguard): it resolves each host itself, refuses forbidden
+// addresses, dials the address it checked, uses no proxy and follows no
+// redirect.
 func newClient(o *DispatcherOptions) (*http.Client, error) {
-	g := &guard{
-		resolver: o.Resolver, allowLoopback: o.AllowLoopback,
-		dialer: &net.Dialer{Timeout: o.AttemptTimeout, KeepAlive: 30 * time.Second},
+	p := netguard.Policy{
+		AllowLoopback: o.AllowLoopback, Resolver: o.Resolver,
+		Dialer: &net.Dialer{Timeout: o.AttemptTimeout, KeepAlive: 30 * time.Second},
 	}
-	var t *http.Transport
+	var base *http.Transport
 	var timeout time.Duration
 	if o.HTTPClient != nil {
 		timeout = o.HTTPClient.Timeout
 		switch tr := o.HTTPClient.Transport.(type) {
 		case nil:
 		case *http.Transport:
-			t = tr.Clone()
+			base = tr
 		default:
 			return nil, fmt.Errorf("webhook: new dispatcher: HTTPClient.Transport is a %T, want *http.Transport "+
 				"(the dispatcher must install its own dialer to refuse internal addresses)", tr)
 		}
 	}
-	if t == nil {
-		t = &http.Transport{
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          100,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		}
-	}
-	// A proxy would be the address dialed and checked, not the receiver;
-	// a custom TLS dialer would bypass the guard.
-	t.Proxy = nil
-	t.DialContext = g.DialContext
-	t.DialTLSContext = nil
+	t := p.Transport(base)
 	t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, o.Workers, DefaultWorkers)
 	return &http.Client{
 		Transport: t,

@@ -10,17 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
-	"net/url"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/store"
 )
 
@@ -66,9 +63,6 @@ const (
 
 // secretPrefix starts every endpoint signing secret.
 const secretPrefix = "whsec_"
-
-// maxURLLen bounds an endpoint url.
-const maxURLLen = 2048
 
 // Entry types this package appends to the record.
 const (
@@ -778,92 +772,16 @@ func checkEvents(events []string) ([]string, error) {
 	return out, nil
 }
 
-// checkURL validates an endpoint url and returns it with scheme and host in
-// lower case. See ErrInvalidURL. A host name (rather than an address) is
-// checked again, address by address, at every connection the dispatcher
-// makes, because what it resolves to can change.
+// checkURL validates an endpoint url with the shared guard (package
+// netguard) and returns it with scheme and host in lower case. See
+// ErrInvalidURL. A host name (rather than an address) is checked again,
+// address by address, at every connection the dispatcher makes, because
+// what it resolves to can change.
 func (e *Endpoints) checkURL(raw string) (string, error) {
-	bad := func(why string) (string, error) { return "", fmt.Errorf("%w: %s", ErrInvalidURL, why) }
-	if raw == "" {
-		return bad("url is required")
-	}
-	if len(raw) > maxURLLen {
-		return bad("longer than " + strconv.Itoa(maxURLLen) + " bytes")
-	}
-	for i := 0; i < len(raw); i++ {
-		if raw[i] <= ' ' || raw[i] >= 0x7f {
-			return bad("contains a space, control or non-ASCII character (percent-encode it)")
-		}
-	}
-	u, err := url.Parse(raw)
+	// Sandbox mode admits loopback, and http to it; never http elsewhere.
+	u, err := netguard.Policy{AllowLoopback: e.allowLoopback}.CheckURL(raw)
 	if err != nil {
-		return bad("does not parse")
+		return "", fmt.Errorf("%w: %w", ErrInvalidURL, err)
 	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	switch {
-	case u.Scheme != "https" && u.Scheme != "http":
-		return bad("scheme must be https")
-	case u.Opaque != "" || u.Host == "":
-		return bad("no host")
-	case u.User != nil:
-		return bad("user info is not allowed; use the signing secret to authenticate deliveries")
-	case u.Fragment != "" || u.RawFragment != "" || strings.Contains(raw, "#"):
-		return bad("a fragment is not allowed")
-	}
-	host := strings.ToLower(u.Hostname())
-	if port := u.Port(); port != "" {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || port[0] == '0' {
-			return bad("invalid port")
-		}
-	} else if strings.HasSuffix(u.Host, ":") {
-		return bad("empty port")
-	}
-	loopback := false
-	if addr, err := netip.ParseAddr(host); err == nil {
-		if addr.Zone() != "" {
-			return bad("an address with a zone is not allowed")
-		}
-		if reason := forbiddenAddr(addr, e.allowLoopback); reason != "" {
-			return bad("destination " + addr.String() + " is " + reason)
-		}
-		loopback = addr.Unmap().IsLoopback()
-	} else {
-		if !validHostname(host) {
-			return bad("invalid host name")
-		}
-		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-			if !e.allowLoopback {
-				return bad("destination is loopback")
-			}
-			loopback = true
-		}
-	}
-	if u.Scheme == "http" && !(loopback && e.allowLoopback) {
-		return bad("scheme must be https (http is accepted only to loopback in sandbox mode)")
-	}
-	u.Host = strings.ToLower(u.Host)
 	return u.String(), nil
-}
-
-// validHostname accepts LDH labels (and '_', which real deployments use),
-// 1-63 characters each, at most 253 in all: an IDN must be given in its
-// punycode form.
-func validHostname(h string) bool {
-	h = strings.TrimSuffix(h, ".")
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 )
 
@@ -31,9 +32,10 @@ import (
 type merchantFile = commerce.MerchantSpec
 
 // openMerchants builds the clients of the merchants in path, each over the
-// SSRF-guarded client. UCP merchants are discovered now: a deployment that
-// cannot negotiate with a configured merchant refuses to start.
-func openMerchants(ctx context.Context, path string, client *http.Client) ([]commerce.MerchantConfig, error) {
+// SSRF-guarded client, after checking them as a registration is checked
+// (urls). UCP merchants are discovered now: a deployment that cannot
+// negotiate with a configured merchant refuses to start.
+func openMerchants(ctx context.Context, path string, client *http.Client, urls netguard.Policy) ([]commerce.MerchantConfig, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -51,6 +53,9 @@ func openMerchants(ctx context.Context, path string, client *http.Client) ([]com
 	}
 	var out []commerce.MerchantConfig
 	for _, f := range files {
+		if err := f.Check(urls); err != nil {
+			return nil, fmt.Errorf("--merchants %s: merchant %q: %w", path, f.ID, err)
+		}
 		m, err := merchantClient(ctx, f, client)
 		if err != nil {
 			return nil, fmt.Errorf("--merchants %s: merchant %q: %w", path, f.ID, err)

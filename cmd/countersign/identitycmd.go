@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/keyfile"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
@@ -186,7 +187,7 @@ func openIdentity(ctx context.Context, cfg serveConfig, st store.Store, lg *audi
 	svcID, err := identity.Open(ctx, identity.Options{
 		Store: st, Log: lg, Keys: keys, NewKey: newIdentityKeyFunc(cfg.data, cfg.identityKey),
 		Facts: src.Facts, Policy: policy, TTL: cfg.disclosureTTL,
-		HTTPClient: client, AllowHTTP: !cfg.production, Directories: dirs,
+		HTTPClient: client, URLs: netguard.Policy{AllowLoopback: !cfg.production, AllowHTTP: !cfg.production}, Directories: dirs,
 		BaseURL: baseURL, Logger: logger,
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/commerce/fakemerchant"
 	"github.com/countersign/countersign/commerce/ucp"
+	"github.com/countersign/countersign/netguard"
 )
 
 // TestOperatorMerchantAddSigningKey pins a UCP merchant's response-signing
@@ -94,6 +95,9 @@ func TestOperatorMerchantAddSigningKey(t *testing.T) {
 	}
 }
 
+// sandboxURLs is the URL guard of a sandbox server.
+var sandboxURLs = netguard.Policy{AllowLoopback: true, AllowHTTP: true}
+
 // TestMerchantsFileSigningKeys: --merchants accepts pinned keys for a UCP
 // merchant, refuses them for an ACP one, and refuses a malformed key.
 func TestMerchantsFileSigningKeys(t *testing.T) {
@@ -110,7 +114,7 @@ func TestMerchantsFileSigningKeys(t *testing.T) {
 		}
 		return p
 	}
-	ms, err := openMerchants(t.Context(), file(`[{"id":"shop","protocol":"ucp","profileUrl":"`+srv.URL+`/.well-known/ucp","signingKeys":[`+string(key)+`]}]`), srv.Client())
+	ms, err := openMerchants(t.Context(), file(`[{"id":"shop","protocol":"ucp","profileUrl":"`+srv.URL+`/.well-known/ucp","signingKeys":[`+string(key)+`]}]`), srv.Client(), sandboxURLs)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("openMerchants: %v", err)
 	}
@@ -121,8 +125,9 @@ func TestMerchantsFileSigningKeys(t *testing.T) {
 		"acp":       `[{"id":"a","protocol":"acp","baseUrl":"https://acp.example","signingKeys":[` + string(key) + `]}]`,
 		"malformed": `[{"id":"shop","protocol":"ucp","profileUrl":"` + srv.URL + `/.well-known/ucp","signingKeys":[{"kid":"k","kty":"EC","crv":"P-256","x":"AA","y":"AA"}]}]`,
 		"private":   `[{"id":"shop","protocol":"ucp","profileUrl":"` + srv.URL + `/.well-known/ucp","signingKeys":[{"kid":"k","kty":"EC","crv":"P-256","x":"AA","y":"AA","d":"AA"}]}]`,
+		"metadata":  `[{"id":"a","protocol":"acp","baseUrl":"http://169.254.169.254"}]`,
 	} {
-		if _, err := openMerchants(t.Context(), file(entries), srv.Client()); err == nil {
+		if _, err := openMerchants(t.Context(), file(entries), srv.Client(), sandboxURLs); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/metrics"
+	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
@@ -399,8 +400,12 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		}
 	}
 	// Merchants are rails too: settling a purchase completes its checkout.
-	outbound := webhook.GuardedClient(!cfg.production, nil, 10*time.Second)
-	merchants, err := openMerchants(ctx, cfg.merchants, outbound)
+	// One URL guard (package netguard) for merchants and counterparties:
+	// checked when a URL is accepted and at every connection. Sandbox mode
+	// admits loopback and http.
+	urls := netguard.Policy{AllowLoopback: !cfg.production, AllowHTTP: !cfg.production}
+	outbound := urls.Client(10 * time.Second)
+	merchants, err := openMerchants(ctx, cfg.merchants, outbound, urls)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +429,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, err
 	}
 	shop, err := commerce.New(commerce.Options{Store: st, Log: lg, Logger: logger, Merchants: merchants,
-		SealKey: sealKey, AllowHTTP: !cfg.production,
+		SealKey: sealKey, URLs: urls,
 		Connect: func(ctx context.Context, sp commerce.MerchantSpec) (cart.Merchant, error) {
 			return merchantClient(ctx, sp, outbound)
 		}})
