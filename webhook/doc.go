@@ -99,7 +99,8 @@
 // check and connection (DNS rebinding) cannot reach inside the network;
 // TLS still verifies the name. No proxy is used and redirects are not
 // followed. Endpoints refuses such addresses up front when the url names
-// one literally.
+// one literally. Both checks are the server's one URL guard, package
+// netguard, which merchant and counterparty URLs pass too.
 //
 // # Storage layout
 //
