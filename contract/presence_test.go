@@ -50,3 +50,25 @@ func TestModelDecodeJSONZeroIsAValue(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldPathSkipsEmbedded: an embedded struct's members are the outer
+// object's own, so its Go type name never appears in a field path.
+func TestFieldPathSkipsEmbedded(t *testing.T) {
+	type line struct {
+		ID string `json:"id" validate:"required"`
+	}
+	type quote struct {
+		Lines []line `json:"lines" validate:"required,dive"`
+	}
+	type purchase struct {
+		quote
+		Key string `json:"key" validate:"required"`
+	}
+	m := testModel(t)
+	var p purchase
+	err := m.DecodeJSON(strings.NewReader(`{"lines":[{"id":""}],"key":"k"}`), &p)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != "lines[0].id" {
+		t.Fatalf("err = %v, want one error at lines[0].id", err)
+	}
+}

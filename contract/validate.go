@@ -74,6 +74,11 @@ func newValidator(rules []Rule) (*ruleValidator, error) {
 // wireName names a field as the client sees it: its JSON member name, or
 // its parameter name for parameter structs.
 func wireName(f reflect.StructField) string {
+	if f.Anonymous && f.Tag.Get("json") == "" {
+		// An embedded struct's members are the outer object's own on the
+		// wire; its type name must not appear in a field path.
+		return embeddedName
+	}
 	for _, key := range []string{"json", "query", "path", "header"} {
 		if v, ok := f.Tag.Lookup(key); ok {
 			name, _, _ := strings.Cut(v, ",")
@@ -109,6 +114,10 @@ func (v *ruleValidator) Validate(x any) error {
 	return out
 }
 
+// embeddedName is what [wireName] calls an embedded struct, so that
+// [fieldPath] can drop it: no JSON member name can contain "~".
+const embeddedName = "~embedded~"
+
 // fieldPath turns a validator namespace ("AuditListParams.lines[0].sku")
 // into a JSON path ("lines[0].sku") by dropping the root type name.
 //
@@ -120,6 +129,7 @@ func fieldPath(ns string) string {
 	if !ok {
 		return ""
 	}
+	rest = strings.ReplaceAll(rest, embeddedName+".", "")
 	if !strings.Contains(rest, "[") {
 		return rest
 	}

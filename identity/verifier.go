@@ -239,6 +239,10 @@ func (s *Service) Challenge(ctx context.Context, verifierID string) (Challenge, 
 	if len(verifierID) > 256 {
 		return Challenge{}, fmt.Errorf("%w: verifierId longer than 256 bytes", ErrBadChallenge)
 	}
+	if verifierID != "" && !isStructuredValue(verifierID) {
+		// It becomes an RFC 9421 tag parameter: the client's to fix.
+		return Challenge{}, fmt.Errorf("%w: verifierId must be printable ASCII without '\"' or '\\'", ErrBadChallenge)
+	}
 	now := s.now()
 	ch, err := NewChallenge(s.rand, now, verifierID, []int{1})
 	if err != nil {

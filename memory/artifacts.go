@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/wirejson"
 	"github.com/gowebpki/jcs"
 )
 
@@ -163,7 +164,7 @@ func Verify(verifierKey string, artifact []byte) Verification {
 	}
 	var members map[string]json.RawMessage
 	if err := strictDecode(artifact, &members, false); err != nil {
-		return refuse("not a JSON object: %v", err)
+		return refuse("the artifact %s", wirejson.Describe(err))
 	}
 	// A member given twice makes one artifact say two things: decoding
 	// into members keeps the last and drops the other silently, so
@@ -200,19 +201,19 @@ func Verify(verifierKey string, artifact []byte) Verification {
 	case ArtifactRecord:
 		var a RecordArtifact
 		if err := strictDecode(artifact, &a, true); err != nil {
-			return refuse("malformed record artifact: %v", err)
+			return refuse("malformed record artifact: the artifact %s", wirejson.Describe(err))
 		}
 		records = []Record{a.Record}
 	case ArtifactPage:
 		var p RecallPage
 		if err := strictDecode(artifact, &p, true); err != nil {
-			return refuse("malformed page: %v", err)
+			return refuse("malformed page: the artifact %s", wirejson.Describe(err))
 		}
 		records = p.Data
 	case ArtifactContext:
 		var c AssembledContext
 		if err := strictDecode(artifact, &c, true); err != nil {
-			return refuse("malformed context: %v", err)
+			return refuse("malformed context: the artifact %s", wirejson.Describe(err))
 		}
 		for _, it := range c.Items {
 			records = append(records, it.Record)
@@ -220,7 +221,7 @@ func Verify(verifierKey string, artifact []byte) Verification {
 	case ArtifactErasure:
 		var p ErasureProof
 		if err := strictDecode(artifact, &p, true); err != nil {
-			return refuse("malformed erasure proof: %v", err)
+			return refuse("malformed erasure proof: the artifact %s", wirejson.Describe(err))
 		}
 		if reason := checkErasure(verifierKey, &p); reason != "" {
 			return refuse("%s", reason)

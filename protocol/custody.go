@@ -316,6 +316,10 @@ type LedgerLine ledger.Line
 // CustodyLedger pages an identity's ledger lines, oldest first, each with
 // the running balance after it.
 func (s *Service) CustodyLedger(ctx context.Context, call Call, req *CustodyLedgerRequest) (*CustodyLedgerPage, error) {
+	if !ledger.ValidCurrency(req.Currency) {
+		return nil, &contract.ValidationError{Errors: []contract.FieldError{{Field: "currency", Rule: "visible",
+			Message: "must be 3 to 258 visible ASCII characters"}}}
+	}
 	agent, err := s.agentOf(call, req.Agent)
 	if err != nil {
 		return nil, err

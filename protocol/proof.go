@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/wirejson"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -176,7 +177,7 @@ func VerifyProof(verifierKey string, raw []byte) *ProofVerification {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return &ProofVerification{Failure: "malformed: " + err.Error()}
+		return &ProofVerification{Failure: "malformed: the proof " + wirejson.Describe(err)}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &ProofVerification{Failure: "malformed: bytes after the proof"}
@@ -219,7 +220,7 @@ func VerifyProof(verifierKey string, raw []byte) *ProofVerification {
 		PolicyHash string `json:"policyHash"`
 	}
 	if err := json.Unmarshal(first.Data, &recorded); err != nil {
-		return fail("the decision entry's data: %v", err)
+		return fail("the decision entry's data %s", wirejson.Describe(err))
 	}
 	if recorded.Outcome != p.Decision.Outcome || recorded.MandateID != p.Decision.MandateID || len(recorded.Reasons) != len(p.Decision.Reasons) {
 		return fail("the decision differs from the one the record holds")
