@@ -25,6 +25,13 @@ import (
 // record, with a fixed gate policy and no mandates.
 func testIdentity(t testing.TB) *identity.Service {
 	t.Helper()
+	id, _ := testIdentityLog(t)
+	return id
+}
+
+// testIdentityLog is testIdentity with its record.
+func testIdentityLog(t testing.TB) (*identity.Service, *audit.Log) {
+	t.Helper()
 	st := memstore.New(nil)
 	_, recKey, _ := ed25519.GenerateKey(nil)
 	lg, err := audit.Open(t.Context(), st, recKey, &audit.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -50,7 +57,7 @@ func testIdentity(t testing.TB) *identity.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return id, lg
 }
 
 // identityRouteCases are the happy paths of the identity operations.
@@ -114,6 +121,43 @@ func TestIdentityProblems(t *testing.T) {
 	w := ts.do(t, "POST", "/verify", strings.NewReader(`{"envelope":{},"policy":{"requireFresh":false}}`), "Content-Type", "application/json")
 	if !strings.Contains(w.Body.String(), identity.CodeBadPolicy) || w.Code != 400 {
 		t.Errorf("a policy that loosens the server's: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestVerifyRefusesWhatIsNoDisclosure: a /verify body that is not JSON, or
+// not an object, is the caller's mistake: a 400 problem, and nothing is
+// verified or recorded. An object that is not a valid disclosure is a
+// recorded refusal (identityRouteCases).
+func TestVerifyRefusesWhatIsNoDisclosure(t *testing.T) {
+	id, lg := testIdentityLog(t)
+	ts := newTestServer(t, Config{Authenticator: allowAll{}, Identity: id})
+	for _, tc := range []struct{ body, code string }{
+		{`{not json`, contract.CodeRequestMalformedJSON},
+		{`{"disclosure":`, contract.CodeRequestMalformedJSON},
+		{`42`, contract.CodeRequestValidation},
+		{`"eyJhbGciOiJFZERTQSJ9.e30.c2ln"`, contract.CodeRequestValidation},
+		{`null`, contract.CodeRequestValidation},
+		{`[]`, contract.CodeRequestValidation},
+		{`{"envelope":"x"}`, contract.CodeRequestValidation},
+		{`{"envelope":[]}`, contract.CodeRequestValidation},
+		{`{"envelope":{},"zz":1}`, identity.CodeBadChallenge},
+	} {
+		before, err := lg.Size(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ts.do(t, "POST", "/verify", strings.NewReader(tc.body), "Content-Type", "application/json")
+		var p struct{ Code, Detail string }
+		_ = json.Unmarshal(w.Body.Bytes(), &p)
+		if w.Code != 400 || p.Code != tc.code {
+			t.Errorf("verify %s: %d %s, want 400 %s", tc.body, w.Code, p.Code, tc.code)
+		}
+		if strings.Contains(p.Detail, "Go ") || strings.Contains(p.Detail, "json:") {
+			t.Errorf("verify %s: detail speaks Go: %s", tc.body, p.Detail)
+		}
+		if after, _ := lg.Size(t.Context()); after != before {
+			t.Errorf("verify %s: the record grew from %d to %d", tc.body, before, after)
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/internal/wirejson"
 	"github.com/countersign/countersign/store"
 )
 
@@ -38,23 +40,39 @@ type verifyWrapper struct {
 // ParseVerifyRequest reads the body of POST /verify: either a bare
 // disclosure envelope, or {"envelope": ..., "policy": ..., "challengeResponse": ...}.
 // The two are told apart by the member "envelope", which neither ADP
-// envelope has. A body that is not a JSON object is returned as a bare
-// envelope, for the verifier to refuse with its schema check: a malformed
-// disclosure is a refusal, never an error. Only a malformed policy or
-// challenge response is an error (ErrBadPolicy, ErrBadChallenge).
+// envelope has.
+//
+// A body that is not a JSON object, and an envelope member that is not
+// one, is no disclosure of anybody's: it is the request that is wrong, a
+// [*contract.DecodeError] or [*contract.ValidationError] (400), and
+// nothing is verified or recorded. An object that is not a valid
+// disclosure is the counterparty's failure, not the caller's: the
+// verifier refuses it with its schema check, and the refusal is a
+// recorded Decision. A malformed policy or challenge response is an
+// error (ErrBadPolicy, ErrBadChallenge).
 func ParseVerifyRequest(body []byte) (VerifyRequest, error) {
 	var probe map[string]json.RawMessage
-	if json.Unmarshal(body, &probe) != nil {
+	if err := json.Unmarshal(body, &probe); err != nil || probe == nil {
+		if !json.Valid(body) {
+			return VerifyRequest{}, &contract.DecodeError{Code: contract.CodeRequestMalformedJSON, Offset: -1,
+				Detail: "the request body is not valid JSON; send a disclosure envelope (a JSON object) or {\"envelope\": ...}"}
+		}
+		return VerifyRequest{}, &contract.ValidationError{Errors: []contract.FieldError{{Rule: "type",
+			Message: "must be a JSON object: a disclosure envelope (ADP v1 or a flattened JWS) or {\"envelope\": ...}"}}}
+	}
+	env, ok := probe["envelope"]
+	if !ok {
 		return VerifyRequest{Envelope: body}, nil
 	}
-	if _, ok := probe["envelope"]; !ok {
-		return VerifyRequest{Envelope: body}, nil
+	if t := bytes.TrimSpace(env); len(t) == 0 || t[0] != '{' {
+		return VerifyRequest{}, &contract.ValidationError{Errors: []contract.FieldError{{Field: "envelope", Rule: "type",
+			Message: "must be a JSON object: a disclosure envelope (ADP v1 or a flattened JWS)"}}}
 	}
 	var w verifyWrapper
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
-		return VerifyRequest{}, fmt.Errorf("%w: %v", ErrBadChallenge, err)
+		return VerifyRequest{}, fmt.Errorf("%w: the request %s", ErrBadChallenge, wirejson.Describe(err))
 	}
 	req := VerifyRequest{Envelope: w.Envelope, Response: w.Response}
 	if len(w.Policy) > 0 && !bytes.Equal(w.Policy, []byte("null")) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
 	"github.com/countersign/countersign/settle"
@@ -60,9 +61,13 @@ type ApproveRequest struct {
 // Before settling the gate's preconditions are checked again: the mandate
 // neither expired nor revoked, the kill switch released.
 func (s *Service) Approve(ctx context.Context, req ApproveRequest, call OperatorCall) (*Result, error) {
+	// A challenge that cannot be one (not base64url, not 32 bytes) is a
+	// malformed request, 400; a well-formed one that is not this
+	// payment's is a mismatch, 409.
 	challenge, err := base64.RawURLEncoding.DecodeString(req.Challenge)
-	if err != nil {
-		return nil, fmt.Errorf("%w: challenge is not base64url", ErrApprovalMismatch)
+	if err != nil || len(challenge) != challengeLen {
+		return nil, &contract.ValidationError{Errors: []contract.FieldError{{Field: "challenge", Rule: "challenge",
+			Message: "must be the challenge of the 202 answer: 32 bytes in base64url without padding (43 characters)"}}}
 	}
 	sum := sha256.Sum256(challenge)
 	// Claimed before the approval commits, so that nobody who sees the

@@ -2,11 +2,13 @@ package pay
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
@@ -73,9 +75,18 @@ func TestApprove(t *testing.T) {
 	t.Run("wrong challenge or mandate", func(t *testing.T) {
 		h := newHarness(t, harnessConfig{})
 		held := h.hold("a4", 20_000)
+		// Not a challenge at all: a malformed request (400).
+		for _, c := range []string{"AAAA", "!!", held.Challenge + "A", held.Challenge[:42]} {
+			req := ApproveRequest{IntentID: held.IntentID, Challenge: c, MandateID: held.MandateID, Acknowledged: true}
+			var ve *contract.ValidationError
+			if _, err := h.svc.Approve(ctx, req, opCall("op-alice")); !errors.As(err, &ve) || ve.Errors[0].Field != "challenge" {
+				t.Fatalf("%+v: %v, want a validation error at challenge", req, err)
+			}
+		}
+		// A challenge, but not this payment's, or another mandate: 409.
+		other := base64.RawURLEncoding.EncodeToString(make([]byte, 32))
 		for _, req := range []ApproveRequest{
-			{IntentID: held.IntentID, Challenge: "AAAA", MandateID: held.MandateID, Acknowledged: true},
-			{IntentID: held.IntentID, Challenge: "!!", MandateID: held.MandateID, Acknowledged: true},
+			{IntentID: held.IntentID, Challenge: other, MandateID: held.MandateID, Acknowledged: true},
 			{IntentID: held.IntentID, Challenge: held.Challenge, MandateID: "other", Acknowledged: true},
 		} {
 			if _, err := h.svc.Approve(ctx, req, opCall("op-alice")); !errors.Is(err, ErrApprovalMismatch) {
@@ -220,7 +231,7 @@ func TestApproveWhileSettling(t *testing.T) {
 		t.Fatal("claim")
 	}
 	defer h.svc.release("int_busy")
-	_, err := h.svc.Approve(t.Context(), ApproveRequest{IntentID: "int_busy", Challenge: "AAAA"}, opCall("op-alice"))
+	_, err := h.svc.Approve(t.Context(), ApproveRequest{IntentID: "int_busy", Challenge: base64.RawURLEncoding.EncodeToString(make([]byte, 32))}, opCall("op-alice"))
 	if !errors.Is(err, ErrInFlight) {
 		t.Fatalf("Approve of a busy intent = %v, want ErrInFlight", err)
 	}

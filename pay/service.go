@@ -378,6 +378,10 @@ type decisionData struct {
 }
 
 // decide is transaction 1.
+// challengeLen is the size of an approval challenge in bytes: the 202
+// answer carries it in base64url (43 characters).
+const challengeLen = 32
+
 func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruction, m *Mandate, digest string, sg Signed, requestID string) (*Result, error) {
 	meta := sg.Metadata
 	var (
@@ -388,7 +392,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		toAuthorize bool
 		prior       []byte // toSettle as stored
 	)
-	challenge := make([]byte, 32)
+	challenge := make([]byte, challengeLen)
 	if _, err := io.ReadFull(s.rand, challenge); err != nil {
 		return nil, fmt.Errorf("pay: challenge: %w", err)
 	}

@@ -775,3 +775,41 @@ func checkReplay(t *testing.T, first, again *Result) {
 		t.Errorf("replay differs (-first +replay):\n%s", diff)
 	}
 }
+
+// TestRevokeUnseenMandate: a mandate id this deployment has never seen
+// can be revoked, as a leaked token must be before anyone uses it. The
+// revocation is recorded once (revoking again answers the first), and a
+// payment under the mandate is refused from then on.
+func TestRevokeUnseenMandate(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessConfig{})
+	op := opCall("op-alice")
+	size := func() uint64 {
+		n, err := h.log.Size(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := size()
+	first, err := h.svc.RevokeMandate(ctx, h.claims.ID, op)
+	if err != nil || first.MandateID != h.claims.ID || first.Operator != "op-alice" {
+		t.Fatalf("revoke an unseen mandate: %+v %v", first, err)
+	}
+	if got := size(); got != before+1 {
+		t.Fatalf("record grew by %d, want one mandate.revoked entry", got-before)
+	}
+	h.clock.Add(time.Minute)
+	again, err := h.svc.RevokeMandate(ctx, h.claims.ID, opCall("op-bob"))
+	if err != nil || again != first {
+		t.Fatalf("revoking twice = %+v %v, want the first revocation %+v", again, err, first)
+	}
+	if got := size(); got != before+1 {
+		t.Fatalf("a second revocation wrote %d entries", got-before-1)
+	}
+	_, err = h.pay(h.instruction("under-revoked", 1250, nil))
+	var ue *UnauthorizedError
+	if !errors.As(err, &ue) || ue.Reason != ReasonMandateRevoked {
+		t.Fatalf("payment under a mandate revoked before its first use: %v", err)
+	}
+}

@@ -33,7 +33,7 @@ var methods = []Method{
 		description: "Would this mandate allow this spend now, and if not, why: the token is verified (signature, claims, expiry, revocation of the mandate and of the agent identity), then the gate decides with the live counters (period, velocity, session) without recording, reserving or counting anything. allowed is true only for an allow without a person."},
 		(*Service).MandateVerify),
 	declare(decl{ns: "mandate", name: "revoke", cred: operator, entry: "mandate.revoked", summary: "Revoke a mandate (operator)",
-		description: "Override. Revokes a mandate for good: later payments under it are refused (intent.unauthorized, mandate_revoked) and held ones can no longer be approved. Records mandate.revoked with the rationale (the entry type predates the protocol surface and is kept for the consumers that read it). Revoking twice returns the first revocation.",
+		description: "Override. Revokes a mandate for good: later payments under it are refused (intent.unauthorized, mandate_revoked) and held ones can no longer be approved. Records mandate.revoked with the rationale (the entry type predates the protocol surface and is kept for the consumers that read it). Revoking twice returns the first revocation. An id this deployment has never seen is revoked all the same, and recorded: mandates are bearer tokens signed off-line, so the one to revoke is often one that leaked before it was ever used; a payment under it is refused from then on.",
 		problems:    []string{pay.CodeMalformed}}, (*Service).MandateRevoke),
 
 	// session
@@ -125,7 +125,7 @@ var methods = []Method{
 	declare(decl{ns: "revocation", name: "check", cred: agent, summary: "Is a mandate or an identity revoked",
 		description: "Exactly one of mandateId and agent.", problems: []string{contract.CodeRequestValidation}}, (*Service).RevocationCheckGet),
 	declare(decl{ns: "revocation", name: "revoke_identity", cred: operator, entry: "protocol.revocation.revoke_identity", summary: "Revoke an agent identity (operator)",
-		description: "Override. From this transaction on the gate refuses every mandate whose subject the identity is (intent.unauthorized, identity_revoked), approvals and captures under them are refused, and sessions cannot be opened. Revoking twice returns the first revocation.",
+		description: "Override. From this transaction on the gate refuses every mandate whose subject the identity is (intent.unauthorized, identity_revoked), approvals and captures under them are refused, and sessions cannot be opened. Revoking twice returns the first revocation. An id this deployment has never seen is revoked all the same, and recorded: mandates are bearer tokens signed off-line, so the one to revoke is often one that leaked before it was ever used; a payment under it is refused from then on.",
 		problems:    []string{pay.CodeMalformed}}, (*Service).RevokeIdentity),
 
 	// proof
