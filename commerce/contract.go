@@ -3,6 +3,7 @@ package commerce
 import (
 	"reflect"
 
+	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/pay"
 )
@@ -36,6 +37,8 @@ func Contract() contract.Part {
 				Credential: contract.CredentialAgent,
 				Params:     reflect.TypeFor[pay.PayParams](),
 				Body:       reflect.TypeFor[PurchaseRequest](),
+				// A cart that is not ready (NotReadyError).
+				ProblemMembers: map[string]reflect.Type{pay.CodeMalformed: reflect.TypeFor[NotReadyMembers]()},
 				Responses: []contract.Response{
 					contract.JSON(200, "Bought: the Order, carrying the settlement Receipt.", reflect.TypeFor[Order]()),
 					contract.JSON(202, "Accepted, not settled: held for an operator's approval.", reflect.TypeFor[pay.Held]()),
@@ -82,9 +85,26 @@ func Contract() contract.Part {
 			{Code: CodeMerchantRejected, Status: 422, Title: "Merchant refused the request", Action: contract.ActionFixRequest,
 				Description: "The merchant refused the checkout request (unknown item, bad quantity, unsupported currency ...); its message is in the detail."},
 			{Code: CodeMerchantInvalid, Status: 502, Title: "Merchant answered outside its protocol", Action: contract.ActionStop,
-				Description: "The merchant's answer does not satisfy its protocol's schema; nothing of it was used."},
+				Description: "The merchant's answer does not satisfy its protocol's schema; nothing of it was used.",
+				Members:     reflect.TypeFor[InvalidResponseMembers]()},
 			{Code: CodeCartNotFound, Status: 404, Title: "Unknown cart", Action: contract.ActionFixRequest,
 				Description: "The merchant has no checkout session with this id; quote again."},
 		},
 	}
+}
+
+// NotReadyMembers are what commerce.buy's intent.malformed problem adds
+// for a cart that is not ready to pay ([NotReadyError]).
+type NotReadyMembers struct {
+	CartID         string         `json:"cartId" doc:"The merchant's checkout session."`
+	CartStatus     cart.Status    `json:"cartStatus" doc:"The state the cart stopped in."`
+	MerchantStatus string         `json:"merchantStatus" doc:"The merchant's own name for that state."`
+	ContinueURL    string         `json:"continueUrl" doc:"Where a person continues the checkout; empty when there is nowhere to go."`
+	Messages       []cart.Message `json:"messages" doc:"The merchant's messages about the cart."`
+}
+
+// InvalidResponseMembers are what commerce.merchant_invalid_response adds
+// when the answer's signature was refused.
+type InvalidResponseMembers struct {
+	SignatureRefused string `json:"signatureRefused,omitempty" doc:"The response-signature check that failed (UCP, RFC 9421)."`
 }

@@ -96,6 +96,12 @@ type Operation struct {
 	// operator.unauthorized by credential) are implied; see
 	// [Model.ProblemCodes].
 	Problems []string
+	// ProblemMembers adds, for this operation only, members to a problem
+	// code's (see [ProblemType.Members]): the Go struct type of the members
+	// this operation's problems of that code may carry besides the code's
+	// own, for example the cart of a purchase refused as intent.malformed.
+	// Each code must be one this operation can answer with.
+	ProblemMembers map[string]reflect.Type
 }
 
 // Response declares one success response of an operation.
@@ -205,17 +211,19 @@ type Model struct {
 	problems map[string]ProblemType
 	codes    []string // sorted
 
-	validator *ruleValidator
-	gen       *schemaGen
-	opDocs    map[string]opSchemas
-	eventDocs map[string]Schema
+	validator  *ruleValidator
+	gen        *schemaGen
+	opDocs     map[string]opSchemas
+	eventDocs  map[string]Schema
+	memberDocs map[string]Schema // problem code → schema of its Members
 }
 
 // opSchemas are the pre-generated schemas of one operation.
 type opSchemas struct {
 	params   []paramDoc
 	body     Schema
-	response [][]Schema // per Responses[i].Content[j]
+	response [][]Schema        // per Responses[i].Content[j]
+	members  map[string]Schema // per ProblemMembers code
 }
 
 var (
@@ -238,6 +246,7 @@ func Build(def Definition) (*Model, error) {
 		problems:    make(map[string]ProblemType),
 		opDocs:      make(map[string]opSchemas),
 		eventDocs:   make(map[string]Schema),
+		memberDocs:  make(map[string]Schema),
 	}
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -293,6 +302,7 @@ func Build(def Definition) (*Model, error) {
 	if _, err := m.gen.schemaFor(reflect.TypeFor[Problem]()); err != nil {
 		fail("problem schema: %v", err)
 	}
+	errs = append(errs, m.problemMembers()...)
 
 	routes := make(map[string]string) // method+path → operation id
 	opBy := make(map[string]string)   // operation id → name of its part
@@ -388,6 +398,21 @@ func (m *Model) addOperation(op Operation, routes map[string]string) error {
 		fail("no success response")
 	}
 	docs := opSchemas{}
+	if len(op.ProblemMembers) > 0 {
+		docs.members = make(map[string]Schema, len(op.ProblemMembers))
+		codes := m.ProblemCodes(op)
+		for c, t := range op.ProblemMembers {
+			s, err := m.memberSchema(c, t)
+			switch {
+			case !slices.Contains(codes, c):
+				fail("problem members for %s, which the operation does not answer with", c)
+			case err != nil:
+				fail("%v", err)
+			default:
+				docs.members[c] = s
+			}
+		}
+	}
 	if op.Params != nil {
 		ps, err := m.gen.params(op.Params)
 		if err != nil {
@@ -537,10 +562,16 @@ func (m *Model) Problems() []ProblemType {
 // refused even where none are declared); one with a body adds
 // request.malformed_json, request.too_large and
 // request.unsupported_media_type; an agent operation adds auth.missing and
-// auth.invalid; an operator operation adds operator.unauthorized.
+// auth.invalid; an operator operation adds operator.unauthorized. An
+// operation that takes a body or a credential adds store.unavailable: it
+// writes (what it does, an operator signature's nonce, a DPoP proof's
+// jti), and a write the storage refused is answered so.
 func (m *Model) ProblemCodes(op Operation) []string {
 	set := map[string]bool{CodeInternal: true, CodeRateLimited: true,
 		CodeRequestValidation: true, CodeRequestUnknownField: true}
+	if op.Body != nil || op.Credential != CredentialNone {
+		set[CodeStoreUnavailable] = true
+	}
 	if op.Body != nil {
 		for _, c := range []string{CodeRequestMalformedJSON, CodeRequestValidation, CodeRequestUnknownField,
 			CodeRequestTooLarge, CodeRequestUnsupportedMediaType} {

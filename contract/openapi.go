@@ -6,19 +6,40 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Header names the contract declares on every operation.
+// Header names the contract declares.
 const (
 	HeaderRequestID  = "X-Request-Id"
 	HeaderRetryAfter = "Retry-After"
 	HeaderSignature  = "Svc-Signature"
 	HeaderOperator   = "Svc-Operator"
 	HeaderSvcTags    = "X-Svc-Tags"
+	// HeaderReplayed ("true") marks a response that repeats the stored
+	// outcome of an earlier request (the same idempotency key, or the same
+	// signed statement) instead of acting again.
+	HeaderReplayed = "Idempotent-Replayed"
+	// The request budget of a rate-limited caller, on every response whose
+	// request spent a token of it: the bucket's size, the tokens left, and
+	// when it is full again (Unix seconds).
+	HeaderRateLimitLimit     = "X-RateLimit-Limit"
+	HeaderRateLimitRemaining = "X-RateLimit-Remaining"
+	HeaderRateLimitReset     = "X-RateLimit-Reset"
+	// HeaderWWWAuthenticate carries the challenge of a refused DPoP proof
+	// (RFC 9449 §7.1) on a 401.
+	HeaderWWWAuthenticate = "WWW-Authenticate"
 )
+
+// replayer is implemented by response types that can be the stored
+// outcome of an earlier request, answered again (see [HeaderReplayed]).
+type replayer interface{ WasReplayed() bool }
+
+var replayerType = reflect.TypeFor[replayer]()
 
 // Security scheme names in the OpenAPI document.
 const (
@@ -163,12 +184,43 @@ func (m *Model) operation(op Operation) map[string]any {
 	return o
 }
 
+// The response headers are declared by rule, from what the HTTP layer
+// does with every operation of a kind, so that no operation can leave one
+// out:
+//
+//   - X-Request-Id on every response;
+//   - Retry-After on the problem statuses with a retry-as-is code;
+//   - X-RateLimit-* on every response of a rate-limited operation (agent
+//     credential, per key; no credential, per client address) but the 401
+//     of an agent operation, which is answered before a token is spent;
+//     and on the 401 and 429 of an operator operation: a refused signature
+//     that proves no identity spends the client address's budget;
+//   - WWW-Authenticate on the 401 of an agent operation;
+//   - Idempotent-Replayed on the success responses of an operation that can
+//     answer from a stored outcome (see [Model.Replays]) and on its problem
+//     statuses that carry one of its own codes (a stored outcome can be a
+//     refusal, such as a denied payment; the codes the HTTP layer answers
+//     with before the operation runs never are).
 func (m *Model) responses(op Operation, docs opSchemas, codes []string) map[string]any {
 	out := make(map[string]any)
+	limited := op.Credential == CredentialAgent || op.Credential == CredentialNone
+	replays := m.Replays(op)
+	rateLimit := func(h map[string]any) {
+		for _, name := range []string{HeaderRateLimitLimit, HeaderRateLimitRemaining, HeaderRateLimitReset} {
+			h[name] = ref("headers", name)
+		}
+	}
 	for i, r := range op.Responses {
+		headers := map[string]any{HeaderRequestID: ref("headers", HeaderRequestID)}
+		if limited {
+			rateLimit(headers)
+		}
+		if replays {
+			headers[HeaderReplayed] = ref("headers", HeaderReplayed)
+		}
 		resp := map[string]any{
 			"description": r.Description,
-			"headers":     map[string]any{HeaderRequestID: ref("headers", "X-Request-Id")},
+			"headers":     headers,
 		}
 		if len(r.Content) > 0 {
 			content := make(map[string]any)
@@ -187,19 +239,59 @@ func (m *Model) responses(op Operation, docs opSchemas, codes []string) map[stri
 		byStatus[p.Status] = append(byStatus[p.Status], c)
 	}
 	for status, cs := range byStatus {
-		headers := map[string]any{HeaderRequestID: ref("headers", "X-Request-Id")}
+		headers := map[string]any{HeaderRequestID: ref("headers", HeaderRequestID)}
+		switch op.Credential {
+		case CredentialAgent:
+			if status != 401 {
+				rateLimit(headers)
+			}
+		case CredentialNone:
+			rateLimit(headers)
+		case CredentialOperator:
+			if status == 401 || status == 429 {
+				rateLimit(headers)
+			}
+		}
+		if op.Credential == CredentialAgent && status == 401 {
+			headers[HeaderWWWAuthenticate] = ref("headers", HeaderWWWAuthenticate)
+		}
 		enum := make([]any, len(cs))
 		var titles []string
+		var members []any
 		for i, c := range cs {
 			enum[i] = c
 			p := m.problems[c]
 			titles = append(titles, fmt.Sprintf("%s (%s)", c, p.Title))
 			if p.Action == ActionRetryAsIs {
-				headers[HeaderRetryAfter] = ref("headers", "Retry-After")
+				headers[HeaderRetryAfter] = ref("headers", HeaderRetryAfter)
+			}
+			if replays && slices.Contains(op.Problems, c) && !isCore(c) {
+				headers[HeaderReplayed] = ref("headers", HeaderReplayed)
+			}
+			var then []any
+			if ms, ok := m.memberDocs[c]; ok {
+				then = append(then, ms)
+			}
+			if ms, ok := docs.members[c]; ok {
+				then = append(then, ms)
+			}
+			if len(then) > 0 {
+				t := then[0]
+				if len(then) > 1 {
+					t = map[string]any{"allOf": then}
+				}
+				members = append(members, map[string]any{
+					"if":   map[string]any{"properties": map[string]any{"code": map[string]any{"const": c}}, "required": []any{"code"}},
+					"then": t,
+				})
 			}
 		}
 		schema := ref("schemas", "Problem")
 		schema["properties"] = map[string]any{"code": map[string]any{"enum": enum}}
+		if len(members) > 0 {
+			// The members of each code, for that code only.
+			schema["allOf"] = members
+		}
 		out[strconv.Itoa(status)] = map[string]any{
 			"description": "Problem: " + strings.Join(titles, ", "),
 			"headers":     headers,
@@ -207,6 +299,71 @@ func (m *Model) responses(op Operation, docs opSchemas, codes []string) map[stri
 		}
 	}
 	return out
+}
+
+// isCore reports whether code is one the HTTP layer answers with whatever
+// the operation ([Core]).
+func isCore(code string) bool {
+	for _, p := range coreProblems() {
+		if p.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// Replays reports whether op can answer a request with the stored outcome
+// of an earlier one, marked Idempotent-Replayed: true. That is so of an
+// operation that takes an idempotency key (an Idempotency-Key header
+// parameter, or an idempotencyKey member anywhere in its body) and of one
+// whose response type says whether it was replayed (a WasReplayed() bool
+// method, as the protocol's results have).
+func (m *Model) Replays(op Operation) bool {
+	if op.Params != nil {
+		for _, p := range m.opDocs[op.ID].params {
+			if p.in == "header" && strings.EqualFold(p.name, "Idempotency-Key") {
+				return true
+			}
+		}
+	}
+	if op.Body != nil && hasMember(op.Body, "idempotencyKey", map[reflect.Type]bool{}) {
+		return true
+	}
+	for _, r := range op.Responses {
+		for _, c := range r.Content {
+			for _, t := range append([]reflect.Type{c.Type}, c.OneOf...) {
+				if t != nil && (t.Implements(replayerType) || reflect.PointerTo(t).Implements(replayerType)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// hasMember reports whether t, a struct, has a JSON member named name at
+// any depth (through struct, pointer, slice and map types).
+func hasMember(t reflect.Type, name string, seen map[reflect.Type]bool) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return false
+	}
+	seen[t] = true
+	for f := range t.Fields() {
+		if !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		n, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if n == "-" {
+			continue
+		}
+		if n == name || hasMember(f.Type, name, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Model) components() map[string]any {
@@ -243,6 +400,31 @@ func (m *Model) components() map[string]any {
 			"Retry-After": map[string]any{
 				"description": "Seconds to wait before sending the same request again; present whenever the problem's action is retry-as-is.",
 				"schema":      map[string]any{"type": "integer", "minimum": 1},
+			},
+			HeaderReplayed: map[string]any{
+				"description": "true when this response repeats the stored outcome of an earlier request (the same idempotency key, " +
+					"or the same signed statement) instead of acting again; absent otherwise. Its body is the first response's, " +
+					"requestId included.",
+				"schema": map[string]any{"type": "string", "const": "true"},
+			},
+			HeaderRateLimitLimit: map[string]any{
+				"description": "The caller's request budget: the size of its bucket (per agent key, or per client address " +
+					"for operations without a credential). Sent whenever the request spent a token, refused or not.",
+				"schema": map[string]any{"type": "integer", "minimum": 0},
+			},
+			HeaderRateLimitRemaining: map[string]any{
+				"description": "Tokens left in the caller's bucket after this request.",
+				"schema":      map[string]any{"type": "integer", "minimum": 0},
+			},
+			HeaderRateLimitReset: map[string]any{
+				"description": "When the caller's bucket is full again, in Unix seconds.",
+				"schema":      map[string]any{"type": "integer", "minimum": 0},
+			},
+			HeaderWWWAuthenticate: map[string]any{
+				"description": "The challenge of a refused DPoP proof (RFC 9449 §7.1), e.g. " +
+					`DPoP algs="EdDSA ES256", error="invalid_dpop_proof", error_description="jti_replayed"; ` +
+					"the problem's reason member carries the same reason.",
+				"schema": map[string]any{"type": "string"},
 			},
 		},
 	}

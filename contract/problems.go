@@ -3,8 +3,10 @@ package contract
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/countersign/countersign/internal/fielderr"
 )
@@ -108,6 +110,14 @@ type ProblemType struct {
 	// before retrying. Required (≥ 1) exactly when Action is retry-as-is;
 	// an occurrence may ask for a different delay.
 	RetryAfter int
+	// Members is the Go type (a struct) of the members a problem of this
+	// code carries besides the standard ones ([Problem.Extensions]), for
+	// example intentId and reasons of a denied payment; nil when it carries
+	// none. Its JSON members must not be named like a standard member, and
+	// follow the usual rules: one without omitempty is always present. The
+	// OpenAPI document adds them to the problem schema of every operation
+	// that can answer with the code, for that code only.
+	Members reflect.Type
 }
 
 var codePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
@@ -165,7 +175,8 @@ func coreProblems() []ProblemType {
 				"Authorization header."},
 		{Code: CodeAuthInvalid, Status: 401, Title: "Credential invalid", Action: ActionReauthenticate,
 			Description: "The agent credential is unknown, revoked, malformed, or its proof of possession did not " +
-				"verify. Obtain a valid credential from the operator; repeating the same request will fail the same way."},
+				"verify. Obtain a valid credential from the operator; repeating the same request will fail the same way.",
+			Members: reflect.TypeFor[AuthRefusal]()},
 		{Code: CodeRateLimited, Status: 429, Title: "Rate limited", Action: ActionRetryAsIs, RetryAfter: 1,
 			Description: "The caller's request budget is spent for now. Wait for the number of seconds in Retry-After " +
 				"(also given as retryAfter) and send the same request again; the X-RateLimit-* headers show the budget."},
@@ -187,13 +198,98 @@ func coreProblems() []ProblemType {
 		{Code: CodeOperatorUnauthorized, Status: 401, Title: "Operator signature required", Action: ActionReauthenticate,
 			Description: "This operation needs a valid operator signature in the Svc-Operator header: a known key, a " +
 				"timestamp within five minutes, a fresh nonce, and a signature over the operation, method, URL, " +
-				"timestamp, nonce and body digest. An agent credential never opens operator operations."},
+				"timestamp, nonce and body digest. An agent credential never opens operator operations.",
+			Members: reflect.TypeFor[OperatorRefusal]()},
 		{Code: CodeOperatorRationaleTooShort, Status: 400, Title: "Rationale too short", Action: ActionFixRequest,
 			Description: "Every operator action must state why it is taken: the rationale must have at least 10 " +
 				"characters after trimming. It is written into the record with the operator's key id."},
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Code < ps[j].Code })
 	return ps
+}
+
+// AuthRefusal is what an auth.invalid problem adds when a DPoP proof
+// (RFC 9449) was refused: the stable reason, also given in the response's
+// WWW-Authenticate challenge.
+type AuthRefusal struct {
+	Reason string `json:"reason,omitempty" doc:"Why the DPoP proof was refused (for example jti_replayed, missing_proof, bad_signature); present only for a refused proof."`
+}
+
+// OperatorRefusal is what an operator.unauthorized problem adds when a
+// signature was checked and refused.
+type OperatorRefusal struct {
+	Reason string `json:"reason,omitempty" doc:"Why the operator signature was refused (for example stale_timestamp, unknown_key, bad_signature); absent when the server has no operator keys."`
+}
+
+// standardMembers are the JSON members of [Problem], which extensions
+// never replace.
+var standardMembers = map[string]bool{"type": true, "title": true, "status": true, "detail": true, "instance": true,
+	"code": true, "action": true, "requestId": true, "retryAfter": true, "errors": true}
+
+// problemMembers generates the schema of every problem type's Members.
+func (m *Model) problemMembers() []error {
+	var errs []error
+	for _, c := range m.codes {
+		p := m.problems[c]
+		if p.Members == nil {
+			continue
+		}
+		s, err := m.memberSchema(c, p.Members)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.memberDocs[c] = s
+	}
+	return errs
+}
+
+// memberSchema generates the schema of members t of problem code, checking
+// that t is a struct whose members are not named like a standard member.
+func (m *Model) memberSchema(code string, t reflect.Type) (Schema, error) {
+	st := t
+	for st != nil && st.Kind() == reflect.Pointer {
+		st = st.Elem()
+	}
+	if st == nil || st.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("problem %s: members %v are not a struct", code, t)
+	}
+	for _, name := range jsonMemberNames(st) {
+		if standardMembers[name] {
+			return nil, fmt.Errorf("problem %s: member %q is a standard problem member", code, name)
+		}
+	}
+	s, err := m.gen.schemaFor(t)
+	if err != nil {
+		return nil, fmt.Errorf("problem %s: members: %w", code, err)
+	}
+	return s, nil
+}
+
+// jsonMemberNames returns the JSON member names of struct t, embedded
+// structs' members included.
+func jsonMemberNames(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			out = append(out, jsonMemberNames(ft)...)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // FieldError is one failing field of a validation problem.
@@ -229,8 +325,7 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	}
 	ext := make(map[string]any, len(p.Extensions))
 	for k, v := range p.Extensions {
-		switch k {
-		case "type", "title", "status", "detail", "instance", "code", "action", "requestId", "retryAfter", "errors":
+		if standardMembers[k] {
 			continue
 		}
 		ext[k] = v

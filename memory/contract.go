@@ -107,21 +107,36 @@ func Contract() contract.Part {
 		},
 		Problems: []contract.ProblemType{
 			{Code: CodeInvalid, Status: 400, Title: "Invalid memory request", Action: contract.ActionFixRequest,
-				Description: "A field breaks a rule of the memory store (names without control characters, a body of valid JSON up to 64 KiB, validTo after validFrom, txAt not in the future, edges to records of the same namespace); field names it."},
+				Description: "A field breaks a rule of the memory store (names without control characters, a body of valid JSON up to 64 KiB, validTo after validFrom, txAt not in the future, edges to records of the same namespace); field names it.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 			{Code: CodeMandateInvalid, Status: 403, Title: "Memory mandate not valid", Action: contract.ActionStop,
-				Description: "The memory mandate does not verify (malformed, wrong type, unknown operator key, bad signature), has expired or is not yet valid, was revoked, or names an agent the credential may not act for; reason says which. Ask the operator for a new one."},
+				Description: "The memory mandate does not verify (malformed, wrong type, unknown operator key, bad signature), has expired or is not yet valid, was revoked, or names an agent the credential may not act for; reason says which. Ask the operator for a new one.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 			{Code: CodeRightMissing, Status: 403, Title: "Memory right missing", Action: contract.ActionStop,
-				Description: "The mandate is valid but does not grant the right this route needs (canRead, canWrite, canErase) or covers another namespace; reason names it."},
+				Description: "The mandate is valid but does not grant the right this route needs (canRead, canWrite, canErase) or covers another namespace; reason names it.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 			{Code: CodeAsOfFloor, Status: 403, Title: "Before the mandate floor", Action: contract.ActionFixRequest,
-				Description: "txAt is before the mandate's asOfFloor: this agent may not recall what the store knew that early."},
+				Description: "txAt is before the mandate's asOfFloor: this agent may not recall what the store knew that early.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 			{Code: CodeNotFound, Status: 404, Title: "No such memory record", Action: contract.ActionFixRequest,
-				Description: "No record has this id in this store."},
+				Description: "No record has this id in this store.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 			{Code: CodeErased, Status: 410, Title: "Memory record erased", Action: contract.ActionStop,
-				Description: "The record was erased by an operator; only its id and content digest remain, in the erasure entry."},
+				Description: "The record was erased by an operator; only its id and content digest remain, in the erasure entry.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 			{Code: CodeBadCursor, Status: 400, Title: "Malformed memory cursor", Action: contract.ActionFixRequest,
-				Description: "The cursor is not one a recall returned; start again without it."},
+				Description: "The cursor is not one a recall returned; start again without it.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 			{Code: CodeIdempotencyReuse, Status: 422, Title: "Idempotency key reused", Action: contract.ActionFixRequest,
-				Description: "This idempotency key was already used to remember something else; a key names exactly one record."},
+				Description: "This idempotency key was already used to remember something else; a key names exactly one record.",
+				Members:     reflect.TypeFor[ProblemMembers]()},
 		},
 	}
+}
+
+// ProblemMembers are what a memory problem may add to the standard
+// members.
+type ProblemMembers struct {
+	Reason string `json:"reason,omitempty" doc:"Why the mandate or the request was refused, as a stable word."`
+	Field  string `json:"field,omitempty" doc:"The request member that breaks a rule."`
 }

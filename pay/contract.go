@@ -165,11 +165,13 @@ func Contract() contract.Part {
 			{Code: CodeUnauthorized, Status: 403, Title: "Instruction not authorised", Action: contract.ActionStop,
 				Description: "The envelope does not authorise this instruction: the mandate is not signed by a known " +
 					"operator key, has expired or was revoked, names a different agent, or the instruction's signature " +
-					"does not verify. The decision was recorded. A new mandate from an operator is needed."},
+					"does not verify. The decision was recorded. A new mandate from an operator is needed.",
+				Members: reflect.TypeFor[RefusalMembers]()},
 			{Code: CodeDenied, Status: 403, Title: "Payment denied", Action: contract.ActionStop,
 				Description: "The gate refused the payment under the mandate's rules (payee, currency, rail, caps, " +
 					"velocity or deny list). The reasons array says which rules failed and auditSeq points at the " +
-					"recorded decision. Repeating the request will be refused again."},
+					"recorded decision. Repeating the request will be refused again.",
+				Members: reflect.TypeFor[Denial]()},
 			{Code: CodeFrozen, Status: 503, Title: "Settlement frozen", Action: contract.ActionAwaitOperator,
 				Description: "An operator has engaged the kill switch: nothing settles until it is released. The refusal " +
 					"was recorded, and no idempotency result was stored, so the same instruction can be sent again after release."},
@@ -189,7 +191,8 @@ func Contract() contract.Part {
 			{Code: CodeDeclined, Status: 402, Title: "Payment declined", Action: contract.ActionStop,
 				Description: "The rail declined the payment and no money moved; the intent is failed and its " +
 					"reservation released. declineCode says why. A new instruction (new idempotencyKey) may be sent " +
-					"once the cause is fixed; repeating this one answers the same decline."},
+					"once the cause is fixed; repeating this one answers the same decline.",
+				Members: reflect.TypeFor[DeclineMembers]()},
 			{Code: CodeApprovalExpired, Status: 409, Title: "Approval window passed", Action: contract.ActionStop,
 				Description: "The payment waited longer than its approval window; it is expired and its reservation released. " +
 					"The agent must send a new instruction if the payment is still wanted."},
@@ -244,3 +247,18 @@ type MandateRevokeRequest struct {
 // OverrideRationale returns the rationale (the protocol surface's
 // override binding reads it).
 func (r MandateRevokeRequest) OverrideRationale() string { return r.Rationale }
+
+// RefusalMembers are what an intent.unauthorized problem adds to the
+// standard members.
+type RefusalMembers struct {
+	Reason AuthReason `json:"reason,omitempty" doc:"Why the envelope does not authorise the instruction (for example mandate_expired, signature_invalid); absent only for a refusal without a stable reason."`
+}
+
+// DeclineMembers are what a payment.declined problem adds to the standard
+// members: the [Failure] but its message, which is the detail.
+type DeclineMembers struct {
+	IntentID    string `json:"intentId" doc:"The failed intent."`
+	Rail        string `json:"rail" doc:"The rail that declined."`
+	DeclineCode string `json:"declineCode" doc:"The rail's reason for the decline."`
+	AuditSeq    uint64 `json:"auditSeq" doc:"The record entry of the failure."`
+}

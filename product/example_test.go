@@ -152,6 +152,6 @@ func ExampleModel() {
 	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none
 	// GET /problems/{code} problems.get none
-	// [audit.bad_cursor auth.invalid auth.missing internal rate_limited request.unknown_field request.validation unavailable]
+	// [audit.bad_cursor auth.invalid auth.missing internal rate_limited request.unknown_field request.validation store.unavailable unavailable]
 	// 429 retry-as-is 1
 }
