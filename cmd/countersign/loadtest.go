@@ -30,7 +30,7 @@ import (
 	"github.com/countersign/countersign/store/pebblestore"
 )
 
-const loadtestSynopsis = `loadtest pay|baseline [flags]
+const loadtestSynopsis = `loadtest pay|flood|baseline [flags]
 
   pay       --url URL --sandbox DIR [--n 20000] [--concurrency 64] [--rate R]
             [--timeline FILE]
@@ -42,6 +42,13 @@ const loadtestSynopsis = `loadtest pay|baseline [flags]
             status counts and latency percentiles; --timeline writes one CSV
             line per request (start offset and latency in microseconds,
             status), to find when in a run the slow requests came.
+  flood     --url URL [--n 100000] [--concurrency 16]
+            Sends N operator requests that prove no identity (no
+            Svc-Operator header, a malformed one, an unknown key id, in
+            turn) to POST /operator/kill-switch, and prints the statuses and
+            the rate. Run it beside "loadtest pay" to see what such a flood
+            costs payments, and read the record's size before and after:
+            it must grow by at most one summary entry a minute.
   baseline  --addr HOST:PORT --sandbox DIR --data DIR
             Serves POST /pay with only the irreducible work of a payment:
             decode, verify the mandate and the intent signature, sign one
@@ -56,6 +63,8 @@ func cmdLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	switch args[0] {
 	case "pay":
 		return cmdLoadPay(ctx, args[1:], stdout, stderr)
+	case "flood":
+		return cmdLoadFlood(ctx, args[1:], stdout, stderr)
 	case "baseline":
 		return cmdLoadBaseline(ctx, args[1:], stdout, stderr)
 	default:
@@ -227,6 +236,75 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if counts[200] != *n {
 		return errors.New("not every payment settled")
+	}
+	return nil
+}
+
+// floodHeaders are the Svc-Operator values of a flood, used in turn: none,
+// garbage, and a well-formed header naming a key nobody trusts.
+var floodHeaders = []string{"", "garbage", `keyid="op-mallory", ts=1, nonce="AAAAAAAAAAAAAAAAAAAAAA", sig=:AAAA:`}
+
+func cmdLoadFlood(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("loadtest flood", "loadtest flood --url URL [--n N] [--concurrency C]", stderr)
+	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`")
+	n := fs.Int("n", 100000, "requests to send")
+	conc := fs.Int("concurrency", 16, "concurrent connections")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}
+	client := &http.Client{Transport: tr, Timeout: time.Minute}
+	url := strings.TrimRight(*base, "/") + "/operator/kill-switch"
+	body := []byte(`{"engaged":true,"rationale":"flood: an attacker with no key"}`)
+	var next atomic.Int64
+	var mu sync.Mutex
+	counts := map[int]int{}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range *conc {
+		wg.Go(func() {
+			local := map[int]int{}
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= *n || ctx.Err() != nil {
+					break
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				if h := floodHeaders[i%len(floodHeaders)]; h != "" {
+					req.Header.Set("Svc-Operator", h)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					local[-1]++
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				local[resp.StatusCode]++
+			}
+			mu.Lock()
+			for k, v := range local {
+				counts[k] += v
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	keys := make([]int, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var sc []string
+	for _, k := range keys {
+		sc = append(sc, fmt.Sprintf("%d×%d", counts[k], k))
+	}
+	fmt.Fprintf(stdout, "%d unauthenticated operator requests in %.2fs (%d connections): %.0f/s; statuses %s\n",
+		*n, el.Seconds(), *conc, float64(*n)/el.Seconds(), strings.Join(sc, " "))
+	if counts[200] > 0 {
+		return errors.New("an unauthenticated operator request succeeded")
 	}
 	return nil
 }
