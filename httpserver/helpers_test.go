@@ -20,6 +20,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
@@ -137,7 +138,8 @@ func testOperations() []contract.Operation {
 			Responses: []contract.Response{contract.JSON(200, "Never.", echo)}},
 		{ID: "test.fail", Method: "GET", Path: "/test/fail/{kind}", Summary: "Fail", Credential: contract.CredentialNone,
 			Params: reflect.TypeFor[failParams](), Responses: []contract.Response{contract.JSON(200, "Never.", echo)},
-			Problems: []string{pay.CodeDenied, pay.CodeFrozen, pay.CodeMalformed, contract.CodeUnavailable}},
+			Problems:       []string{pay.CodeDenied, pay.CodeFrozen, pay.CodeMalformed, contract.CodeUnavailable},
+			ProblemMembers: map[string]reflect.Type{pay.CodeMalformed: reflect.TypeFor[commerce.NotReadyMembers]()}},
 		{ID: "test.operator", Method: "POST", Path: "/test/operator", Summary: "Operator", Credential: contract.CredentialOperator,
 			Body: echo, Responses: []contract.Response{contract.JSON(200, "Done.", echo)}},
 	}
@@ -162,12 +164,13 @@ func testEndpoints() map[string]endpoint {
 				return echoBody{}, &codedErr{code: contract.CodeRateLimited, msg: "auth: bucket empty", retry: 6500 * time.Millisecond}
 			case "denied":
 				return echoBody{}, &codedErr{code: pay.CodeDenied, msg: "gate: denied: per-tx cap",
-					ext: map[string]any{"intentId": "int_1", "auditSeq": 42, "reasons": []any{map[string]any{"code": "cap.per_tx", "message": "over cap"}}}}
+					ext: map[string]any{"intentId": "int_1", "mandateId": "m", "auditSeq": 42, "reasons": []any{map[string]any{"code": "cap.per_tx", "message": "over cap"}}}}
 			case "frozen":
 				return echoBody{}, &codedErr{code: pay.CodeFrozen, msg: "pay: settlement frozen"}
 			case "cart":
 				return echoBody{}, &codedErr{code: pay.CodeMalformed, msg: "commerce: cart not ready", action: "continue-at-link",
-					ext: map[string]any{"cartStatus": "requires_escalation", "continueUrl": "https://m.example/c/1"}}
+					ext: map[string]any{"cartId": "cs_1", "cartStatus": "escalation", "merchantStatus": "requires_escalation",
+						"continueUrl": "https://m.example/c/1", "messages": []any{}}}
 			case "tampered":
 				return echoBody{}, &audit.TamperError{Seq: 7, Reason: "hash mismatch"}
 			case "unregistered":
@@ -175,7 +178,9 @@ func testEndpoints() map[string]endpoint {
 			case "deadline":
 				return echoBody{}, context.DeadlineExceeded
 			case "unencodable":
-				return echoBody{}, &codedErr{code: pay.CodeDenied, msg: "gate: denied", ext: map[string]any{"bad": func() {}}}
+				// A code without members of its own: the dropped extensions
+				// leave a problem the contract describes.
+				return echoBody{}, &codedErr{code: contract.CodeUnavailable, msg: "store: busy", ext: map[string]any{"bad": func() {}}}
 			}
 			return echoBody{Name: p.Kind, Count: 1}, nil
 		}),
@@ -218,7 +223,8 @@ func (s *syncBuffer) String() string {
 }
 
 type testServer struct {
-	h    http.Handler
+	h    http.Handler // srv, its responses checked against the contract
+	srv  *server
 	logs *syncBuffer
 	doc  []byte
 }
@@ -245,13 +251,13 @@ func newTestServer(t testing.TB, cfg Config) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testServer{h: s, logs: logs, doc: s.openapi}
+	return &testServer{h: ContractChecked(t, s), srv: s, logs: logs, doc: s.openapi}
 }
 
 // do serves one request in-process.
 func (ts *testServer) do(t testing.TB, method, target string, body io.Reader, header ...string) *httptest.ResponseRecorder {
 	t.Helper()
-	r := httptest.NewRequest(method, target, body)
+	r := httptest.NewRequestWithContext(withContractTB(context.Background(), t), method, target, body)
 	for i := 0; i+1 < len(header); i += 2 {
 		r.Header.Set(header[i], header[i+1])
 	}

@@ -297,7 +297,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &matrixStack{h: h, st: st, log: lg, keys: keys, webhooks: endpoints, memory: mem, protocol: proto, refusals: refusals, rail: rail}
+	return &matrixStack{h: httpserver.ContractChecked(t, h), st: st, log: lg, keys: keys, webhooks: endpoints, memory: mem, protocol: proto, refusals: refusals, rail: rail}
 }
 
 // wire is a request as it goes on the wire. It is a value so that one

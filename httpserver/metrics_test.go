@@ -248,7 +248,7 @@ func TestMetricsNotServedOnTheAPI(t *testing.T) {
 // model returns the served contract model.
 func (ts *testServer) model(t *testing.T) *contract.Model {
 	t.Helper()
-	return ts.h.(*server).model
+	return ts.srv.model
 }
 
 // BenchmarkMetrics measures what metrics add to a request: the same

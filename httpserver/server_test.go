@@ -342,7 +342,7 @@ func TestProblems(t *testing.T) {
 		{name: "tampered", method: "GET", target: "/test/fail/tampered", status: 500, code: "internal", action: "stop", noLeak: "hash mismatch"},
 		{name: "unregistered code", method: "GET", target: "/test/fail/unregistered", status: 500, code: "internal", action: "stop", noLeak: "secret-unregistered"},
 		{name: "deadline", method: "GET", target: "/test/fail/deadline", status: 503, code: "unavailable", action: "retry-as-is", retryAfter: 5},
-		{name: "unencodable extensions", method: "GET", target: "/test/fail/unencodable", status: 403, code: "intent.denied", action: "stop"},
+		{name: "unencodable extensions", method: "GET", target: "/test/fail/unencodable", status: 503, code: "unavailable", action: "retry-as-is", retryAfter: 5},
 		{name: "unknown problem page", method: "GET", target: "/problems/no.such", status: 404, code: "route.not_found", action: "fix-request", detail: "no.such"},
 	}
 	ts := newTestServer(t, Config{MaxBodyBytes: 1024})
@@ -536,7 +536,7 @@ func TestRequestIDInContext(t *testing.T) {
 
 func TestPanicAfterWriteAborts(t *testing.T) {
 	ts := newTestServer(t, Config{})
-	s := ts.h.(*server)
+	s := ts.srv
 	r := httptest.NewRequest("GET", "/x", nil)
 	w := httptest.NewRecorder()
 	tw := &trackingWriter{ResponseWriter: w}
@@ -586,7 +586,7 @@ func TestOpenAPIServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts2.h = h
+	ts2.h = ContractChecked(t, h)
 	w := ts2.do(t, "GET", "/openapi.json", nil)
 	want, _ := m.OpenAPI(testBase)
 	if w.Code != 200 || w.Body.String() != string(want) {
@@ -733,7 +733,7 @@ func TestEveryProblemCodeHasAPage(t *testing.T) {
 		}
 	}
 	// The page escapes what it shows.
-	s := ts.h.(*server)
+	s := ts.srv
 	var b strings.Builder
 	if err := s.pageTmpl.Execute(&b, problemPage{ProblemType: contract.ProblemType{Title: "<script>"}}); err != nil {
 		t.Fatal(err)

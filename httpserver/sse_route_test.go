@@ -40,7 +40,7 @@ func TestAuditStreamRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(ContractChecked(t, h))
 	defer srv.Close()
 
 	get := func(ctx context.Context, query, lastEventID string) *http.Response {

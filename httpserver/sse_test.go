@@ -634,7 +634,7 @@ func TestAuditStreamProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(ContractChecked(t, h))
 	defer srv.Close()
 
 	err = l.Update(t.Context(), func(txn store.Txn) error {
