@@ -75,13 +75,13 @@ func visible(s string, minLen, maxLen int) bool {
 	return true
 }
 
-func validAccount(a Account) bool    { return visible(a, 1, maxAccountLen) }
-func validCurrency(c string) bool    { return visible(c, minCurrencyLen, maxCurrencyLen) }
+func validAccount(a Account) bool { return visible(a, 1, maxAccountLen) }
+func validCurrency(c string) bool { return visible(c, minCurrencyLen, maxCurrencyLen) }
 
 // ValidCurrency reports whether c is a currency code the ledger accepts:
 // 3 to 258 visible ASCII characters. Callers check input with it so that
 // a client's bad code is the client's error, not a ledger fault.
-func ValidCurrency(c string) bool { return validCurrency(c) }
+func ValidCurrency(c string) bool    { return validCurrency(c) }
 func isWorld(a Account) bool         { return strings.HasPrefix(a, WorldPrefix) }
 func inRange(minor int64) bool       { return minor >= -MaxMinor && minor <= MaxMinor }
 func validPrefix(prefix string) bool { return visible(prefix, 0, maxAccountLen) }
