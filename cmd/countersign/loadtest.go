@@ -214,15 +214,7 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	keys := make([]int, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	var sc []string
-	for _, k := range keys {
-		sc = append(sc, fmt.Sprintf("%d×%d", counts[k], k))
-	}
+	sc := statusCounts(counts)
 	mode := fmt.Sprintf("closed loop, %d connections", *conc)
 	if *rate > 0 {
 		mode = fmt.Sprintf("open loop at %.0f/s, up to %d connections", *rate, *conc)
@@ -238,6 +230,20 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("not every payment settled")
 	}
 	return nil
+}
+
+// statusCounts formats counts by status as "N×status", by status.
+func statusCounts(counts map[int]int) []string {
+	keys := make([]int, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf("%d×%d", counts[k], k)
+	}
+	return out
 }
 
 // floodHeaders are the Svc-Operator values of a flood, used in turn: none,
@@ -292,15 +298,7 @@ func cmdLoadFlood(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	wg.Wait()
 	el := time.Since(start)
-	keys := make([]int, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	var sc []string
-	for _, k := range keys {
-		sc = append(sc, fmt.Sprintf("%d×%d", counts[k], k))
-	}
+	sc := statusCounts(counts)
 	fmt.Fprintf(stdout, "%d unauthenticated operator requests in %.2fs (%d connections): %.0f/s; statuses %s\n",
 		*n, el.Seconds(), *conc, float64(*n)/el.Seconds(), strings.Join(sc, " "))
 	if counts[200] > 0 {

@@ -589,9 +589,8 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		return nil, fmt.Errorf("webhook dispatcher: %w", err)
 	}
 	srv.webhooks = dispatcher
-	srv.bg.Add(3)
+	srv.bg.Add(2)
 	go srv.maintain(bgCtx)
-	go srv.summariseRefusals(bgCtx)
 	go func() {
 		defer srv.bg.Done()
 		// Holds, meters, sessions and stakes due while the server was down
@@ -603,8 +602,9 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 
 // maintain runs the periodic work of a server: finishing payments and
 // refunds whose rail gave no definite answer and no client retried,
-// expiring held payments past their approval window, and forgetting
-// idempotency records past their retention.
+// summarising refused operator requests, expiring held payments past
+// their approval window, and forgetting idempotency records past their
+// retention.
 func (s *server) maintain(ctx context.Context) {
 	defer s.bg.Done()
 	t := time.NewTicker(time.Minute)
@@ -617,6 +617,12 @@ func (s *server) maintain(ctx context.Context) {
 		}
 		if _, err := s.pay.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "periodic reconcile", slog.Any("error", err))
+		}
+		// The refused operator requests that were only counted: at most
+		// one operator.refusals entry a minute (the ticker's period is
+		// operator.DefaultRefusalInterval).
+		if _, err := s.refusals.Flush(ctx); err != nil && ctx.Err() == nil {
+			s.logger.ErrorContext(ctx, "summarising refused operator requests", slog.Any("error", err))
 		}
 		if _, err := s.pay.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			s.logger.ErrorContext(ctx, "approval expiry", slog.Any("error", err))
@@ -719,24 +725,6 @@ func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration
 		return fmt.Errorf("serve: %w", err)
 	}
 	return failed
-}
-
-// summariseRefusals writes the refused operator requests that were only
-// counted as at most one operator.refusals entry a minute.
-func (s *server) summariseRefusals(ctx context.Context) {
-	defer s.bg.Done()
-	t := time.NewTicker(operator.DefaultRefusalInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := s.refusals.Flush(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "summarising refused operator requests", slog.Any("error", err))
-		}
-	}
 }
 
 // close flushes and closes the record and the store; it is safe to call
