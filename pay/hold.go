@@ -126,22 +126,29 @@ func (s *Service) authorizer(rail string) (settle.Authorizer, bool) {
 }
 
 // startHold moves a just-allowed (or just-approved) hold intent on, inside
-// txn: to settling (phase authorize) when its rail authorizes, so that
-// the caller then asks the rail; straight to authorized otherwise. It
-// reports whether the rail must be asked, or the outcome.
-func (s *Service) startHold(txn store.Txn, in *Intent, requestID string) (bool, *Result, error) {
+// txn, at step (StepDecided or StepApproved): to settling (phase
+// authorize) when its rail authorizes, so that the caller then asks the
+// rail; straight to authorized otherwise. It reports whether the rail must
+// be asked, or the outcome.
+func (s *Service) startHold(txn store.Txn, in *Intent, step Step, requestID string) (bool, *Result, error) {
 	if _, ok := s.authorizer(in.Terms.Rail); ok {
-		in.Status, in.Hold.Phase, in.Hold.RailAuthorization = StatusSettling, HoldPhaseAuthorize, true
+		if err := in.transition(step, StatusSettling); err != nil {
+			return false, nil, err
+		}
+		in.Hold.Phase, in.Hold.RailAuthorization = HoldPhaseAuthorize, true
 		return true, nil, txn.Set([]byte(keySettling+in.ID), nil)
 	}
-	r, err := s.markAuthorized(txn, in, "", time.Time{}, requestID, false)
+	r, err := s.markAuthorized(txn, in, step, "", time.Time{}, requestID, false)
 	return false, r, err
 }
 
-// markAuthorized records the hold as authorized inside txn.
+// markAuthorized records the hold as authorized inside txn, at step.
 // notify is false when the caller reports the change itself (the deciding
 // transaction reports StepDecided with the intent already authorized).
-func (s *Service) markAuthorized(txn store.Txn, in *Intent, reference string, railExpiry time.Time, requestID string, notify bool) (*Result, error) {
+func (s *Service) markAuthorized(txn store.Txn, in *Intent, step Step, reference string, railExpiry time.Time, requestID string, notify bool) (*Result, error) {
+	if err := in.transition(step, StatusAuthorized); err != nil {
+		return nil, err
+	}
 	now := s.now().UTC().Truncate(time.Microsecond)
 	h := in.Hold
 	h.Phase, h.Reference, h.AuthorizedAt = HoldPhaseAuthorized, reference, now
@@ -152,7 +159,7 @@ func (s *Service) markAuthorized(txn store.Txn, in *Intent, reference string, ra
 	if !h.Until.IsZero() && h.Until.Before(h.ExpiresAt) {
 		h.ExpiresAt = h.Until
 	}
-	in.Status, in.UpdatedAt = StatusAuthorized, now
+	in.UpdatedAt = now
 	data, err := json.Marshal(map[string]any{"amount": in.Amount, "rail": in.Terms.Rail,
 		"railAuthorization": h.RailAuthorization, "reference": reference, "expiresAt": h.ExpiresAt})
 	if err != nil {
@@ -177,7 +184,7 @@ func (s *Service) markAuthorized(txn store.Txn, in *Intent, reference string, ra
 		return nil, err
 	}
 	if notify {
-		if err := s.changed(txn, in, StepAuthorized, requestID); err != nil {
+		if err := s.changed(txn, in, step, requestID); err != nil {
 			return nil, err
 		}
 	}
@@ -232,7 +239,7 @@ func (s *Service) finishAuthorize(ctx context.Context, in *Intent, a settle.Auth
 			if cur.Status != StatusSettling || cur.Hold == nil || cur.Hold.Phase != HoldPhaseAuthorize {
 				return nil
 			}
-			res, err = s.markAuthorized(txn, cur, a.Reference, a.ExpiresAt, requestID, true)
+			res, err = s.markAuthorized(txn, cur, StepAuthorized, a.Reference, a.ExpiresAt, requestID, true)
 			return err
 		})
 		if err != nil {
@@ -334,9 +341,12 @@ func (s *Service) Capture(ctx context.Context, c Caller, req CaptureRequest, req
 		if err := s.releasePart(txn, in, release); err != nil {
 			return err
 		}
+		if err := in.transition(StepCapture, StatusSettling); err != nil {
+			return err
+		}
 		h := in.Hold
 		h.Phase, h.CaptureMinor, h.CaptureKey, h.ReleasedMinor = HoldPhaseCapture, req.Minor, req.IdempotencyKey, release
-		in.Status, in.UpdatedAt = StatusSettling, now
+		in.UpdatedAt = now
 		if err := txn.Delete(holdExpiryKey(h.ExpiresAt, in.ID)); err != nil {
 			return err
 		}
@@ -518,7 +528,10 @@ func (s *Service) void(ctx context.Context, in *Intent, endedBy string, actor au
 		if endedBy == "expiry" {
 			status, typ, step = StatusExpired, "payment.hold_expired", StepExpired
 		}
-		cur.Status, cur.UpdatedAt, cur.Hold.Phase, cur.Hold.EndedBy = status, now, HoldPhaseDone, endedBy
+		if err := cur.transition(step, status); err != nil {
+			return err
+		}
+		cur.UpdatedAt, cur.Hold.Phase, cur.Hold.EndedBy = now, HoldPhaseDone, endedBy
 		data, err := json.Marshal(map[string]any{"amount": cur.Amount, "endedBy": endedBy})
 		if err != nil {
 			return err

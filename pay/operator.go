@@ -181,11 +181,13 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 		if in.Hold != nil {
 			// A held hold, approved, is placed: authorized, or asked of
 			// the rail.
-			if toAuthorize, res, err = s.startHold(txn, in, call.RequestID); err != nil {
+			if toAuthorize, res, err = s.startHold(txn, in, StepApproved, call.RequestID); err != nil {
 				return err
 			}
 		} else {
-			in.Status = StatusSettling
+			if err := in.transition(StepApproved, StatusSettling); err != nil {
+				return err
+			}
 			if err := txn.Set([]byte(keySettling+in.ID), nil); err != nil {
 				return err
 			}
@@ -219,7 +221,10 @@ func (s *Service) expire(txn store.Txn, in *Intent, requestID string) error {
 	if err := s.releaseReservation(txn, in); err != nil {
 		return err
 	}
-	in.Status, in.UpdatedAt = StatusExpired, s.now().UTC().Truncate(time.Microsecond)
+	if err := in.transition(StepExpired, StatusExpired); err != nil {
+		return err
+	}
+	in.UpdatedAt = s.now().UTC().Truncate(time.Microsecond)
 	data, err := json.Marshal(map[string]any{"expiresAt": in.Approval.ExpiresAt, "approvalsReceived": len(in.Approval.Received)})
 	if err != nil {
 		return err
@@ -454,6 +459,9 @@ func (s *Service) RefundWithin(ctx context.Context, req RefundRequest, call Oper
 		}
 		pending = Refund{ID: ids.New(ids.Refund), Minor: amount, Operator: call.Operator,
 			At: s.now().UTC().Truncate(time.Microsecond), Rationale: call.Rationale, RequestID: call.RequestID}
+		if err := in.transition(StepRefunding, in.Status); err != nil {
+			return err
+		}
 		in.PendingRefund = &pending
 		if err := txn.Set([]byte(keyRefunding+in.ID), nil); err != nil {
 			return err
@@ -506,6 +514,9 @@ func (s *Service) refundOnRail(ctx context.Context, in *Intent, p Refund) (*Refu
 			return err
 		}
 		if definiteRefusal {
+			if err := cur.transition(StepRefundRefused, cur.Status); err != nil {
+				return err
+			}
 			// The effect still sees which refund was refused.
 			if err := s.changed(txn, cur, StepRefundRefused, p.RequestID); err != nil {
 				return err
@@ -517,9 +528,12 @@ func (s *Service) refundOnRail(ctx context.Context, in *Intent, p Refund) (*Refu
 		p.Reference = res.Reference
 		cur.Refunds = append(cur.Refunds, p)
 		cur.RefundedMinor += p.Minor
-		cur.Status = StatusPartiallyRefunded
+		to := StatusPartiallyRefunded
 		if cur.RefundedMinor >= cur.SettledMinor() {
-			cur.Status = StatusRefunded
+			to = StatusRefunded
+		}
+		if err := cur.transition(StepRefunded, to); err != nil {
+			return err
 		}
 		cur.UpdatedAt = s.now().UTC().Truncate(time.Microsecond)
 		data, err := json.Marshal(refundData{RefundID: p.ID, AmountMinor: p.Minor, RefundedMinor: cur.RefundedMinor,

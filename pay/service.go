@@ -520,7 +520,9 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		idem := &idemRecord{Digest: digest, State: idemFinal, IntentID: id, CreatedAt: now, ExpiresAt: now.Add(s.retain)}
 		switch d.Outcome {
 		case gate.Deny:
-			intent.Status = StatusDenied
+			if err := intent.transition(StepDecided, StatusDenied); err != nil {
+				return err
+			}
 			if err := putInt(txn, []byte(keyDenials+m.ID), input.Counters.ConsecutiveDenials+1); err != nil {
 				return err
 			}
@@ -553,7 +555,9 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			}
 			if d.Outcome == gate.Confirm {
 				sum := sha256.Sum256(challenge)
-				intent.Status = StatusPendingApproval
+				if err := intent.transition(StepDecided, StatusPendingApproval); err != nil {
+					return err
+				}
 				intent.Approval = &Approval{
 					ChallengeHash: hex.EncodeToString(sum[:]),
 					Required:      max(1, m.Claims.Approvals),
@@ -575,14 +579,16 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 				if err := putIdem(txn, route, c.KeyID, in.IdempotencyKey, idem); err != nil {
 					return err
 				}
-				if toAuthorize, res, err = s.startHold(txn, intent, requestID); err != nil {
+				if toAuthorize, res, err = s.startHold(txn, intent, StepDecided, requestID); err != nil {
 					return err
 				}
 				if toAuthorize {
 					toSettle = intent
 				}
 			} else {
-				intent.Status = StatusSettling
+				if err := intent.transition(StepDecided, StatusSettling); err != nil {
+					return err
+				}
 				if err := txn.Set([]byte(keySettling+id), nil); err != nil {
 					return err
 				}

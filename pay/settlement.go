@@ -328,7 +328,10 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 		return err
 	}
 	rcpt.AuditSeq, rcpt.AuditHash = e.Seq, e.Hash
-	cur.Status, cur.Receipt, cur.ReservedMinor, cur.UpdatedAt = StatusSettled, &rcpt, 0, now
+	if err := cur.transition(StepSettled, StatusSettled); err != nil {
+		return err
+	}
+	cur.Receipt, cur.ReservedMinor, cur.UpdatedAt = &rcpt, 0, now
 	cur.UnknownOutcome = nil
 	if cur.Hold != nil {
 		cur.Hold.Phase = HoldPhaseDone
@@ -374,7 +377,10 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 		return err
 	}
 	f := &Failure{IntentID: cur.ID, Rail: cur.Terms.Rail, DeclineCode: code, Message: msg, AuditSeq: e.Seq}
-	cur.Status, cur.Failure, cur.UpdatedAt = StatusFailed, f, now
+	if err := cur.transition(StepFailed, StatusFailed); err != nil {
+		return err
+	}
+	cur.Failure, cur.UpdatedAt = f, now
 	cur.UnknownOutcome = nil
 	if cur.Hold != nil {
 		cur.Hold.Phase, cur.Hold.EndedBy = HoldPhaseDone, "decline"
