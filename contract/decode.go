@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/strictjson"
 )
 
 // Sentinels matched by [*DecodeError]; check with errors.Is.
@@ -131,122 +133,16 @@ func parseStrict(data []byte) (any, *DecodeError) {
 	// encoding/json keeps the last of repeated member names. A signed
 	// payload must mean one thing to every reader, so repeats are refused;
 	// the scan runs on bytes the decoder has already found well formed.
-	sc := dupScanner{data: data}
-	if derr := sc.value(0); derr != nil {
-		return nil, derr
+	if e := strictjson.Check(data, maxDepth); e != nil {
+		if e.TooDeep {
+			return nil, malformed(int64(e.Offset), "JSON nested deeper than %d levels", maxDepth)
+		}
+		return nil, malformed(int64(e.Offset), "member %s appears twice", e.Path)
 	}
 	return v, nil
 }
 
 const maxDepth = 512
-
-// dupScanner finds repeated member names and excessive nesting in
-// well-formed JSON.
-type dupScanner struct {
-	data []byte
-	i    int
-	path pathStack
-}
-
-func (sc *dupScanner) ws() {
-	for sc.i < len(sc.data) {
-		switch sc.data[sc.i] {
-		case ' ', '\t', '\n', '\r':
-			sc.i++
-		default:
-			return
-		}
-	}
-}
-
-// str consumes a string and returns its decoded value.
-func (sc *dupScanner) str() string {
-	start := sc.i
-	sc.i++ // opening quote
-	escaped := false
-	for sc.data[sc.i] != '"' {
-		if sc.data[sc.i] == '\\' {
-			escaped = true
-			sc.i++
-		}
-		sc.i++
-	}
-	sc.i++
-	raw := sc.data[start:sc.i]
-	if !escaped {
-		return string(raw[1 : len(raw)-1])
-	}
-	var s string
-	_ = json.Unmarshal(raw, &s) // well formed: cannot fail
-	return s
-}
-
-func (sc *dupScanner) value(depth int) *DecodeError {
-	if depth > maxDepth {
-		return malformed(int64(sc.i), "JSON nested deeper than %d levels", maxDepth)
-	}
-	sc.ws()
-	switch sc.data[sc.i] {
-	case '{':
-		sc.i++
-		var seen map[string]struct{}
-		for {
-			sc.ws()
-			if sc.data[sc.i] == '}' {
-				sc.i++
-				return nil
-			}
-			if sc.data[sc.i] == ',' {
-				sc.i++
-				sc.ws()
-			}
-			at := sc.i
-			key := sc.str()
-			if seen == nil {
-				seen = make(map[string]struct{})
-			}
-			sc.path.pushKey(key)
-			if _, dup := seen[key]; dup {
-				return malformed(int64(at), "member %s appears twice", sc.path.String())
-			}
-			seen[key] = struct{}{}
-			sc.ws()
-			sc.i++ // colon
-			if derr := sc.value(depth + 1); derr != nil {
-				return derr
-			}
-			sc.path.pop()
-		}
-	case '[':
-		sc.i++
-		for n := 0; ; n++ {
-			sc.ws()
-			if sc.data[sc.i] == ']' {
-				sc.i++
-				return nil
-			}
-			if sc.data[sc.i] == ',' {
-				sc.i++
-			}
-			sc.path.pushIndex(n)
-			if derr := sc.value(depth + 1); derr != nil {
-				return derr
-			}
-			sc.path.pop()
-		}
-	case '"':
-		sc.str()
-	default: // number, true, false, null
-		for sc.i < len(sc.data) {
-			switch sc.data[sc.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return nil
-			}
-			sc.i++
-		}
-	}
-	return nil
-}
 
 func syntaxError(dec *json.Decoder, err error) *DecodeError {
 	var se *json.SyntaxError
@@ -260,69 +156,10 @@ func syntaxError(dec *json.Decoder, err error) *DecodeError {
 	return malformed(dec.InputOffset(), "invalid JSON at byte %d", dec.InputOffset())
 }
 
-// pathStack is a JSON path under construction, turned into a string only
-// when an error needs it.
-type pathStack []pathSeg
-
-type pathSeg struct {
-	key   string
-	index int // -1 for a member
-}
-
-func (p *pathStack) pushKey(k string) { *p = append(*p, pathSeg{key: k, index: -1}) }
-func (p *pathStack) pushIndex(i int)  { *p = append(*p, pathSeg{index: i}) }
-func (p *pathStack) pop()             { *p = (*p)[:len(*p)-1] }
-func (p pathStack) String() string {
-	var b strings.Builder
-	for _, s := range p {
-		if s.index >= 0 {
-			b.WriteString("[")
-			b.WriteString(strconv.Itoa(s.index))
-			b.WriteString("]")
-			continue
-		}
-		b.WriteString(memberSuffix(b.Len() == 0, s.key))
-	}
-	return b.String()
-}
-
-// joinPath appends a member name to a JSON path: a.b, or a["odd key"].
-func joinPath(path, key string) string {
-	return path + memberSuffix(path == "", key)
-}
-
-// memberSuffix is how a member name extends a path: "key" at the root,
-// ".key" below it, or ["odd key"] for names that are not identifiers.
-func memberSuffix(root bool, key string) string {
-	if !simpleKey(key) {
-		return "[" + strconv.Quote(key) + "]"
-	}
-	if root {
-		return key
-	}
-	return "." + key
-}
-
-func simpleKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c == '$':
-		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // checker walks a parsed tree against a Go type the way encoding/json
 // would decode it, collecting unknown members and type mismatches.
 type checker struct {
-	path    pathStack
+	path    strictjson.Path
 	fields  map[reflect.Type]map[string]jsonField // members by name, per struct type
 	unknown []string
 	errs    []FieldError
@@ -449,9 +286,9 @@ func (c *checker) check(v any, t reflect.Type) {
 			return
 		}
 		for i, item := range arr {
-			c.path.pushIndex(i)
+			c.path.PushIndex(i)
 			c.check(item, t.Elem())
-			c.path.pop()
+			c.path.Pop()
 		}
 	case k == reflect.Map:
 		obj, ok := v.(map[string]any)
@@ -460,11 +297,11 @@ func (c *checker) check(v any, t reflect.Type) {
 			return
 		}
 		for _, key := range sortedKeys(obj) {
-			c.path.pushKey(key)
+			c.path.PushKey(key)
 			if c.mapKey(t.Key(), key) {
 				c.check(obj[key], t.Elem())
 			}
-			c.path.pop()
+			c.path.Pop()
 		}
 	case k == reflect.Struct:
 		obj, ok := v.(map[string]any)
@@ -478,14 +315,14 @@ func (c *checker) check(v any, t reflect.Type) {
 			return
 		}
 		for _, key := range sortedKeys(obj) {
-			c.path.pushKey(key)
+			c.path.PushKey(key)
 			if f, ok := byName[key]; ok {
 				c.check(obj[key], f.field.Type)
 				c.noteZero(obj[key], f)
 			} else {
 				c.unknown = append(c.unknown, c.path.String())
 			}
-			c.path.pop()
+			c.path.Pop()
 		}
 	default:
 		c.bad("cannot be decoded into " + t.String())

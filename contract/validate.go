@@ -9,6 +9,7 @@ import (
 	"github.com/go-playground/validator/v10"
 
 	"github.com/countersign/countersign/internal/fielderr"
+	"github.com/countersign/countersign/internal/strictjson"
 )
 
 // ErrInvalid is matched by every [*ValidationError]; check with errors.Is.
@@ -150,7 +151,7 @@ func fieldPath(ns string) string {
 		if isDigits(key) {
 			b.WriteString(rest[i : i+j+1])
 		} else {
-			p := joinPath("x", key) // "x.key" or `x["key"]`
+			p := strictjson.Member("x", key) // "x.key" or `x["key"]`
 			b.WriteString(p[1:])
 		}
 		rest = rest[i+j+1:]
