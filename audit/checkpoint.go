@@ -88,24 +88,6 @@ func openCheckpoint(v note.Verifier, c Checkpoint) (size uint64, root tlog.Hash,
 	return size, root, nil
 }
 
-// parseVerifierKey checks a note verifier key and extracts the Ed25519
-// public key from it.
-func parseVerifierKey(vkey string) (note.Verifier, ed25519.PublicKey, error) {
-	v, err := note.NewVerifier(vkey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("audit: verifier key: %w", err)
-	}
-	parts := strings.SplitN(vkey, "+", 3)
-	if len(parts) != 3 {
-		return nil, nil, errors.New("audit: verifier key: malformed")
-	}
-	raw, err := base64.StdEncoding.DecodeString(parts[2])
-	if err != nil || len(raw) != 1+ed25519.PublicKeySize || raw[0] != 1 {
-		return nil, nil, errors.New("audit: verifier key: not an Ed25519 key")
-	}
-	return v, ed25519.PublicKey(raw[1:]), nil
-}
-
 // VerifyCheckpoint checks that c is signed by the verifier key's owner and
 // that its Origin, TreeSize and RootHash fields are those of the signed
 // note. A failure wraps ErrTampered, except for a malformed verifier key.

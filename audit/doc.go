@@ -84,7 +84,12 @@
 // a client needs: [VerifyCheckpoint], [VerifyInclusion] (which also
 // re-hashes the entry, and checks its own signature if it has one),
 // [VerifyConsistency], and
-// [ChainVerifier] for a client that pages the whole log. [Log.Inclusion]
+// [ChainVerifier] for a client that pages the whole log. [ParseVerifierKey]
+// reads the key (the line of record.pub), [ParseCheckpoint] opens a
+// checkpoint kept as its bare signed note, and [VerifyRemote] verifies a
+// whole record from a [Fetcher] (a running server through [HTTPFetcher],
+// files, a cache), optionally against a checkpoint trusted from an earlier
+// run, so a fork or a rewrite signed again is caught. [Log.Inclusion]
 // and [Log.Consistency] serve proofs for any past tree size, with a
 // checkpoint signed for that size on demand.
 //
