@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/fielderr"
+	"github.com/countersign/countersign/internal/strictjson"
 	"github.com/countersign/countersign/operator"
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jws"
@@ -148,8 +149,12 @@ func (c MandateClaims) MarshalJSON() ([]byte, error) {
 // duplicate members, integers where numbers are expected. It does not
 // validate; see [MandateClaims.Validate].
 func (c *MandateClaims) UnmarshalJSON(b []byte) error {
-	if err := noDuplicateMembers(b); err != nil {
-		return fmt.Errorf("pay: mandate claims: %w", err)
+	// encoding/json would keep the last of a repeated member silently,
+	// while another reader might keep the first. Check answers for JSON
+	// json.Valid accepts (as json.Unmarshal's input is); anything else the
+	// decoder below refuses. No JSON it accepts nests deeper than 10000.
+	if e := strictjson.Check(b, 10000); e != nil && !e.TooDeep {
+		return fmt.Errorf("pay: mandate claims: member %.40q given twice", e.Name)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -643,51 +648,4 @@ func (c *mandateCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ll.Len()
-}
-
-// noDuplicateMembers reports an error if any object in the JSON text b
-// names a member twice. encoding/json would keep the last one silently,
-// while another reader might keep the first.
-func noDuplicateMembers(b []byte) error {
-	type frame struct {
-		object  bool
-		wantKey bool
-		names   map[string]bool
-	}
-	var stack []frame
-	dec := json.NewDecoder(bytes.NewReader(b))
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
-			top := &stack[n-1]
-			if name, ok := tok.(string); ok {
-				if top.names[name] {
-					return fmt.Errorf("member %.40q given twice", name)
-				}
-				top.names[name] = true
-				top.wantKey = false
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{object: true, wantKey: true, names: make(map[string]bool)})
-			continue
-		case json.Delim('['):
-			stack = append(stack, frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: in an object, a name comes next.
-		if n := len(stack); n > 0 && stack[n-1].object {
-			stack[n-1].wantKey = true
-		}
-	}
 }
