@@ -282,7 +282,7 @@ func TestStoryOverHTTP(t *testing.T) {
 		Statement: json.RawMessage(stmt)}, 202, nil)
 	var pending struct {
 		Clearing struct {
-			Status  string `json:"status"`
+			Status  protocol.ClearingStatus `json:"status"`
 			Problem struct {
 				Type     string   `json:"type"`
 				Status   int      `json:"status"`

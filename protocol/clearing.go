@@ -25,11 +25,34 @@ import (
 // clearingCaptureKey is the capture idempotency key of every clearing.
 const clearingCaptureKey = "clearing"
 
-// Clearing statuses: an obligation's status, seen from clearing.
+// ClearingStatus is an obligation's status seen from clearing: pending
+// or awaiting_evidence while it waits for (or has) admissible evidence,
+// clearing while the capture is with the rail, cleared once settled, and
+// otherwise the obligation's own status, which says why it cannot clear.
+type ClearingStatus string
+
+// Clearing statuses.
 const (
-	ClearingPending = "pending"
-	ClearingCleared = "cleared"
+	ClearingPending         ClearingStatus = "pending" // below the floor, or refused for now
+	ClearingAwaiting        ClearingStatus = "awaiting_evidence"
+	ClearingInProgress      ClearingStatus = "clearing" // the capture is with the rail
+	ClearingCleared         ClearingStatus = "cleared"
+	ClearingPendingApproval ClearingStatus = "pending_approval"
+	ClearingAuthorizing     ClearingStatus = "authorizing"
+	ClearingCancelled       ClearingStatus = "cancelled"
+	ClearingExpired         ClearingStatus = "expired"
+	ClearingDenied          ClearingStatus = "denied"
+	ClearingFailed          ClearingStatus = "failed"
 )
+
+// clearingOfObligation is the clearing status an obligation's status
+// gives before its evidence and deadline are looked at (clearingOf).
+var clearingOfObligation = map[ObligationStatus]ClearingStatus{
+	ObligationPendingApproval: ClearingPendingApproval, ObligationAuthorizing: ClearingAuthorizing,
+	ObligationAwaiting: ClearingAwaiting, ObligationClearing: ClearingInProgress, ObligationSettled: ClearingCleared,
+	ObligationCancelled: ClearingCancelled, ObligationExpired: ClearingExpired, ObligationDenied: ClearingDenied,
+	ObligationFailed: ClearingFailed,
+}
 
 // Clearing is an obligation's clearing state.
 type Clearing struct {
@@ -38,7 +61,7 @@ type Clearing struct {
 	// cleared (settled: receipt), clearing (the capture is with the
 	// rail), or the obligation's own status when it cannot clear
 	// (pending_approval, authorizing, cancelled, expired, denied, failed).
-	Status        string          `json:"status"`
+	Status        ClearingStatus  `json:"status"`
 	EvidenceFloor EvidenceClass   `json:"evidenceFloor"`
 	Achieved      []EvidenceClass `json:"achieved" doc:"The strongest classes of the evidence so far (wit and rec may both appear: neither is above the other)."`
 	Admissible    bool            `json:"admissible" doc:"Evidence meeting the floor exists."`
@@ -100,7 +123,7 @@ func (s *Service) clearingOf(r store.Reader, oblID string, in *pay.Intent) (*Cle
 	if err != nil {
 		return nil, err
 	}
-	c := &Clearing{ObligationID: oblID, Status: o.Status, EvidenceFloor: o.EvidenceFloor, Achieved: maximal(got),
+	c := &Clearing{ObligationID: oblID, Status: clearingOfObligation[o.Status], EvidenceFloor: o.EvidenceFloor, Achieved: maximal(got),
 		Deadline: o.Deadline, Receipt: in.Receipt}
 	if id, err := admissible(r, oblID, o.EvidenceFloor); err != nil {
 		return nil, err
@@ -112,12 +135,9 @@ func (s *Service) clearingOf(r store.Reader, oblID string, in *pay.Intent) (*Cle
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	switch o.Status {
-	case ObligationSettled:
-		c.Status = ClearingCleared
-	case ObligationAwaiting:
+	if c.Status == ClearingAwaiting {
 		if errors.Is(obligationOpen(in, s.clock()), errDeadlinePassed) {
-			c.Status = ObligationExpired // not swept yet, but it can never clear
+			c.Status = ClearingExpired // not swept yet, but it can never clear
 		} else if !c.Admissible {
 			c.Status = ClearingPending
 			c.Problem = s.pendingProblem(c.EvidenceFloor, c.Achieved)
@@ -155,13 +175,13 @@ func (s *Service) clear(ctx context.Context, call Call, oblID string, auto bool)
 	switch {
 	case c.Status == ClearingCleared:
 		return c, nil
-	case c.Status == ObligationExpired:
+	case c.Status == ClearingExpired:
 		return s.clearRefused(c, errDeadlinePassed, auto)
 	case c.Status == ClearingPending:
 		return c, nil
-	case c.Status == ObligationClearing && c.Admissible:
+	case c.Status == ClearingInProgress && c.Admissible:
 		// A capture of unknown outcome: the same key resumes it.
-	case c.Status == ObligationAwaiting:
+	case c.Status == ClearingAwaiting:
 		if err := obligationOpen(in, s.clock()); err != nil {
 			return s.clearRefused(c, err, auto)
 		}
@@ -197,7 +217,7 @@ func (s *Service) clear(ctx context.Context, call Call, oblID string, auto bool)
 	}
 	if res.Outcome != pay.OutcomeSettled {
 		if auto {
-			c.Status = ObligationFailed
+			c.Status = ClearingFailed
 			return c, nil
 		}
 		return nil, &Refused{Result: res}
@@ -220,10 +240,10 @@ func (s *Service) clearRefused(c *Clearing, err error, auto bool) (*Clearing, er
 		return nil, err
 	}
 	if errors.Is(err, errDeadlinePassed) {
-		c.Status, c.Problem = ObligationExpired, nil
+		c.Status, c.Problem = ClearingExpired, nil
 		return c, nil
 	}
-	if code, ok := errCode(err); ok && c.Status == ObligationAwaiting {
+	if code, ok := errCode(err); ok && c.Status == ClearingAwaiting {
 		// Admissible but refused now (the kill switch, a revocation):
 		// still pending; a later clearing.attempt retries.
 		c.Status = ClearingPending

@@ -307,7 +307,7 @@ func TestClearingDeadline(t *testing.T) {
 					if n, _ := oblRailEntries(t, h, rail, oblMoneyKind(rail), o.IntentID); n != 0 || oblCount(t, h, "payment.settled", o.IntentID) != 0 {
 						t.Errorf("an expired obligation moved money")
 					}
-					if st := clrState(t, h, o.ObligationID); !strings.HasPrefix(st, ObligationExpired+" ") {
+					if st := clrState(t, h, o.ObligationID); !strings.HasPrefix(st, string(ClearingExpired)+" ") {
 						t.Errorf("clearing.status %s, want expired", st)
 					}
 					t.Run("attempt once expired", func(t *testing.T) { refusedUnchanged(t, h, CodeDeadlinePassed, attempt) })
@@ -534,7 +534,7 @@ func TestClearingReadyAfterApproval(t *testing.T) {
 					ctx := t.Context()
 					o := oblCreate(t, h, rail, 20_000, ClassSelf)
 					sub := oblMustSubmit(t, h, o.ObligationID, ClassSelf, "done early")
-					if sub.Clearing.Status != ObligationPendingApproval || sub.IsAccepted() {
+					if sub.Clearing.Status != ClearingPendingApproval || sub.IsAccepted() {
 						t.Errorf("clearing before approval: %s", clrLine(sub.Clearing))
 					}
 					if _, err := trnApprove(t, h, o.IntentID, o.Approval); err != nil {
@@ -571,7 +571,7 @@ func TestClearingReadyAfterApproval(t *testing.T) {
 					if diff := cmp.Diff(before, h.dump()); diff != "" {
 						t.Errorf("a sweep with nothing due changed the store:\n%s", diff)
 					}
-					if strings.HasPrefix(tc.final, ObligationSettled) {
+					if strings.HasPrefix(tc.final, string(ObligationSettled)) {
 						clrPaidOnce(t, h, rail, o.IntentID, 20_000)
 					}
 				})

@@ -34,19 +34,28 @@ import (
 //     payable and paid from the pool;
 //   - for the respondent: nothing moves, and its claims are rejected.
 
+// DeliveryStatus is the state of a delivery report.
+type DeliveryStatus string
+
 // Delivery statuses.
 const (
-	DeliveryRecorded = "recorded"
-	DeliveryAccepted = "accepted"
-	DeliveryDisputed = "disputed"
+	DeliveryRecorded DeliveryStatus = "recorded"
+	DeliveryAccepted DeliveryStatus = "accepted"
+	DeliveryDisputed DeliveryStatus = "disputed"
 )
 
-// Dispute statuses and outcomes.
-const (
-	DisputeOpen      = "open"
-	DisputeResponded = "responded"
-	DisputeResolved  = "resolved"
+// DisputeStatus is the state of a dispute.
+type DisputeStatus string
 
+// Dispute statuses.
+const (
+	DisputeOpen      DisputeStatus = "open"
+	DisputeResponded DisputeStatus = "responded"
+	DisputeResolved  DisputeStatus = "resolved"
+)
+
+// Dispute outcomes.
+const (
 	ForClaimant   = "claimant"
 	ForRespondent = "respondent"
 )
@@ -90,19 +99,19 @@ var (
 
 // Delivery is what was delivered for a payment or an obligation.
 type DeliveryReport struct {
-	ID          string     `json:"id" doc:"dlv_..."`
-	Status      string     `json:"status" doc:"recorded, accepted or disputed."`
-	Subject     string     `json:"subject" doc:"The obligation (obl_) or payment (int_) delivered for."`
-	IntentID    string     `json:"intentId"`
-	Agent       string     `json:"agent"`
-	AgentKeyID  string     `json:"agentKeyId"`
-	Description string     `json:"description"`
-	EvidenceIDs []string   `json:"evidenceIds"`
-	DisputeID   string     `json:"disputeId,omitempty"`
-	CreatedAt   time.Time  `json:"createdAt"`
-	UpdatedAt   time.Time  `json:"updatedAt"`
-	AcceptedAt  *time.Time `json:"acceptedAt,omitempty"`
-	Entries     []uint64   `json:"entries"`
+	ID          string         `json:"id" doc:"dlv_..."`
+	Status      DeliveryStatus `json:"status" doc:"recorded, accepted or disputed."`
+	Subject     string         `json:"subject" doc:"The obligation (obl_) or payment (int_) delivered for."`
+	IntentID    string         `json:"intentId"`
+	Agent       string         `json:"agent"`
+	AgentKeyID  string         `json:"agentKeyId"`
+	Description string         `json:"description"`
+	EvidenceIDs []string       `json:"evidenceIds"`
+	DisputeID   string         `json:"disputeId,omitempty"`
+	CreatedAt   time.Time      `json:"createdAt"`
+	UpdatedAt   time.Time      `json:"updatedAt"`
+	AcceptedAt  *time.Time     `json:"acceptedAt,omitempty"`
+	Entries     []uint64       `json:"entries"`
 }
 
 func deliveryKey(id string) []byte { return []byte("protocol/delivery/" + id) }
@@ -235,16 +244,16 @@ func (s *Service) DeliveryDispute(ctx context.Context, call Call, req *DeliveryD
 
 // Dispute is a disagreement about a payment or an obligation.
 type Dispute struct {
-	ID            string `json:"id" doc:"dsp_..."`
-	Status        string `json:"status" doc:"open, responded or resolved."`
-	Subject       string `json:"subject"`
-	IntentID      string `json:"intentId"`
-	DeliveryID    string `json:"deliveryId,omitempty"`
-	Claimant      string `json:"claimant" doc:"The paying agent identity."`
-	ClaimantKeyID string `json:"claimantKeyId"`
-	Respondent    string `json:"respondent,omitempty" doc:"The counterparty's agent id (64 hex), when known from terms or the obligation."`
-	OpenedBy      string `json:"openedBy" doc:"agent or operator."`
-	Reason        string `json:"reason"`
+	ID            string        `json:"id" doc:"dsp_..."`
+	Status        DisputeStatus `json:"status" doc:"open, responded or resolved."`
+	Subject       string        `json:"subject"`
+	IntentID      string        `json:"intentId"`
+	DeliveryID    string        `json:"deliveryId,omitempty"`
+	Claimant      string        `json:"claimant" doc:"The paying agent identity."`
+	ClaimantKeyID string        `json:"claimantKeyId"`
+	Respondent    string        `json:"respondent,omitempty" doc:"The counterparty's agent id (64 hex), when known from terms or the obligation."`
+	OpenedBy      string        `json:"openedBy" doc:"agent or operator."`
+	Reason        string        `json:"reason"`
 	// Claim is the refund sought.
 	Claim      pay.Amount         `json:"claim"`
 	StakeID    string             `json:"stakeId,omitempty" doc:"The counterparty's stake the subject's terms put at stake: held until resolution."`
@@ -465,10 +474,10 @@ func refundView(r store.Reader, d *Dispute) error {
 
 // DisputeListRequest is the body of dispute.list.
 type DisputeListRequest struct {
-	Agent  string `json:"agent,omitempty" validate:"omitempty,len=64,hexadecimal,lowercase"`
-	Status string `json:"status,omitempty" validate:"omitempty,oneof=open responded resolved"`
-	Cursor string `json:"cursor,omitempty" validate:"max=64"`
-	Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
+	Agent  string        `json:"agent,omitempty" validate:"omitempty,len=64,hexadecimal,lowercase"`
+	Status DisputeStatus `json:"status,omitempty" validate:"omitempty,oneof=open responded resolved"`
+	Cursor string        `json:"cursor,omitempty" validate:"max=64"`
+	Limit  int           `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
 // DisputeList is a page of disputes, oldest first.

@@ -137,7 +137,7 @@ func dspRefunds(t *testing.T, h *harness, intentID string) string {
 
 // dspLine is a dispute in one line.
 func dspLine(d *Dispute) string {
-	s := d.Status
+	s := string(d.Status)
 	if r := d.Resolution; r != nil {
 		s += fmt.Sprintf(" %s refund=%d/%s slashed=%d claims=%d", r.Outcome, r.RefundMinor, r.RefundStatus, r.SlashedMinor, len(r.Claims))
 	}
@@ -286,7 +286,7 @@ func dlvState(t *testing.T, h *harness, d *DeliveryReport) string {
 	if err != nil {
 		return "get: " + code(err)
 	}
-	return got.Status
+	return string(got.Status)
 }
 
 // TestDisputeOpen: a dispute opens on a settled payment or a cleared
@@ -709,7 +709,7 @@ func TestDisputeList(t *testing.T) {
 	if _, err := h.svc.DisputeRespond(ctx, w.seller.call(), &DisputeRespondRequest{DisputeID: b.ID, Text: "it was full"}); err != nil {
 		t.Fatal(err)
 	}
-	list := func(t *testing.T, call Call, agent, status string, limit int) []string {
+	list := func(t *testing.T, call Call, agent string, status DisputeStatus, limit int) []string {
 		t.Helper()
 		var got []string
 		cursor := ""
@@ -739,7 +739,7 @@ func TestDisputeList(t *testing.T) {
 		name   string
 		call   Call
 		agent  string
-		status string
+		status DisputeStatus
 		limit  int
 		want   []string
 	}{

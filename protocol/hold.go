@@ -20,23 +20,27 @@ import (
 
 const routeHoldPlace pay.Route = "protocol/hold.place"
 
+// HoldStatus is the state of a hold: its intent's, as holdStatus reads
+// it (DESIGN §9 shows the table of its changes).
+type HoldStatus string
+
 // Hold statuses.
 const (
-	HoldPendingApproval = "pending_approval"
-	HoldAuthorizing     = "authorizing" // the rail is asked to authorize
-	HoldHeld            = "held"
-	HoldCapturing       = "capturing" // the capture is with the rail
-	HoldStatusCaptured  = "captured"
-	HoldReleased        = "released"
-	HoldExpired         = "expired"
-	HoldDenied          = "denied"
-	HoldFailed          = "failed"
+	HoldPendingApproval HoldStatus = "pending_approval"
+	HoldAuthorizing     HoldStatus = "authorizing" // the rail is asked to authorize
+	HoldHeld            HoldStatus = "held"
+	HoldCapturing       HoldStatus = "capturing" // the capture is with the rail
+	HoldStatusCaptured  HoldStatus = "captured"
+	HoldReleased        HoldStatus = "released"
+	HoldExpired         HoldStatus = "expired"
+	HoldDenied          HoldStatus = "denied"
+	HoldFailed          HoldStatus = "failed"
 )
 
 // Hold is an authorization hold.
 type Hold struct {
 	ID       string     `json:"id" doc:"hold_ followed by the intent id's suffix."`
-	Status   string     `json:"status" doc:"pending_approval, authorizing, held, capturing, captured, released, expired, denied or failed."`
+	Status   HoldStatus `json:"status" doc:"pending_approval, authorizing, held, capturing, captured, released, expired, denied or failed."`
 	IntentID string     `json:"intentId"`
 	Payee    string     `json:"payee"`
 	Amount   pay.Amount `json:"amount" doc:"The amount held."`
@@ -54,7 +58,7 @@ type Hold struct {
 	Entries           []uint64      `json:"entries" doc:"Sequence numbers of the record entries that changed it."`
 }
 
-func holdStatus(in *pay.Intent) string {
+func holdStatus(in *pay.Intent) HoldStatus {
 	switch in.Status {
 	case pay.StatusPendingApproval:
 		return HoldPendingApproval
@@ -109,7 +113,7 @@ type HoldPlaced struct {
 	IntentID string `json:"intentId"`
 	// Status is held, or pending_approval (202: an operator must approve;
 	// approval carries the challenge, shown once).
-	Status            string     `json:"status"`
+	Status            HoldStatus `json:"status"`
 	Amount            pay.Amount `json:"amount"`
 	RailAuthorization bool       `json:"railAuthorization"`
 	Reference         string     `json:"reference,omitempty"`

@@ -34,17 +34,21 @@ const (
 	metaDescription  = "obligation.description"
 )
 
+// ObligationStatus is the state of an obligation: its hold's, named
+// for an obligation (obligationOfHold).
+type ObligationStatus string
+
 // Obligation statuses.
 const (
-	ObligationPendingApproval = "pending_approval"
-	ObligationAuthorizing     = "authorizing"
-	ObligationAwaiting        = "awaiting_evidence"
-	ObligationClearing        = "clearing"
-	ObligationSettled         = "settled"
-	ObligationCancelled       = "cancelled"
-	ObligationExpired         = "expired"
-	ObligationDenied          = "denied"
-	ObligationFailed          = "failed"
+	ObligationPendingApproval ObligationStatus = "pending_approval"
+	ObligationAuthorizing     ObligationStatus = "authorizing"
+	ObligationAwaiting        ObligationStatus = "awaiting_evidence"
+	ObligationClearing        ObligationStatus = "clearing"
+	ObligationSettled         ObligationStatus = "settled"
+	ObligationCancelled       ObligationStatus = "cancelled"
+	ObligationExpired         ObligationStatus = "expired"
+	ObligationDenied          ObligationStatus = "denied"
+	ObligationFailed          ObligationStatus = "failed"
 )
 
 // Problem codes of obligations and clearing.
@@ -73,30 +77,30 @@ var (
 
 // Obligation is a conditional payment.
 type Obligation struct {
-	ID            string        `json:"id" doc:"obl_ followed by the intent id's suffix."`
-	Status        string        `json:"status" doc:"pending_approval, authorizing, awaiting_evidence, clearing, settled, cancelled, expired (the deadline passed), denied or failed."`
-	IntentID      string        `json:"intentId"`
-	Payee         string        `json:"payee"`
-	Amount        pay.Amount    `json:"amount"`
-	Rail          string        `json:"rail"`
-	EvidenceFloor EvidenceClass `json:"evidenceFloor"`
-	Deadline      time.Time     `json:"deadline"`
-	Counterparty  string        `json:"counterparty,omitempty"`
-	TermsID       string        `json:"termsId,omitempty"`
-	Description   string        `json:"description,omitempty"`
-	RefundedMinor int64         `json:"refundedMinor"`
-	Decision      gate.Decision `json:"decision"`
-	Receipt       *pay.Receipt  `json:"receipt,omitempty"`
-	CreatedAt     time.Time     `json:"createdAt"`
-	UpdatedAt     time.Time     `json:"updatedAt"`
-	Entries       []uint64      `json:"entries"`
+	ID            string           `json:"id" doc:"obl_ followed by the intent id's suffix."`
+	Status        ObligationStatus `json:"status" doc:"pending_approval, authorizing, awaiting_evidence, clearing, settled, cancelled, expired (the deadline passed), denied or failed."`
+	IntentID      string           `json:"intentId"`
+	Payee         string           `json:"payee"`
+	Amount        pay.Amount       `json:"amount"`
+	Rail          string           `json:"rail"`
+	EvidenceFloor EvidenceClass    `json:"evidenceFloor"`
+	Deadline      time.Time        `json:"deadline"`
+	Counterparty  string           `json:"counterparty,omitempty"`
+	TermsID       string           `json:"termsId,omitempty"`
+	Description   string           `json:"description,omitempty"`
+	RefundedMinor int64            `json:"refundedMinor"`
+	Decision      gate.Decision    `json:"decision"`
+	Receipt       *pay.Receipt     `json:"receipt,omitempty"`
+	CreatedAt     time.Time        `json:"createdAt"`
+	UpdatedAt     time.Time        `json:"updatedAt"`
+	Entries       []uint64         `json:"entries"`
 }
 
 // obligationStatus names an obligation's state after its hold's: the two
 // read the same intent.
-func obligationStatus(in *pay.Intent) string { return obligationOfHold[holdStatus(in)] }
+func obligationStatus(in *pay.Intent) ObligationStatus { return obligationOfHold[holdStatus(in)] }
 
-var obligationOfHold = map[string]string{
+var obligationOfHold = map[HoldStatus]ObligationStatus{
 	HoldPendingApproval: ObligationPendingApproval, HoldAuthorizing: ObligationAuthorizing, HoldHeld: ObligationAwaiting,
 	HoldCapturing: ObligationClearing, HoldStatusCaptured: ObligationSettled, HoldReleased: ObligationCancelled,
 	HoldExpired: ObligationExpired, HoldDenied: ObligationDenied, HoldFailed: ObligationFailed,
@@ -126,14 +130,14 @@ type ObligationCreateRequest struct {
 
 // ObligationCreated is the answer of obligation.create.
 type ObligationCreated struct {
-	ObligationID  string        `json:"obligationId"`
-	IntentID      string        `json:"intentId"`
-	Status        string        `json:"status" doc:"awaiting_evidence, or pending_approval (202)."`
-	Amount        pay.Amount    `json:"amount"`
-	EvidenceFloor EvidenceClass `json:"evidenceFloor"`
-	Deadline      time.Time     `json:"deadline"`
-	AuditSeq      uint64        `json:"auditSeq,omitempty"`
-	Approval      *pay.Held     `json:"approval,omitempty"`
+	ObligationID  string           `json:"obligationId"`
+	IntentID      string           `json:"intentId"`
+	Status        ObligationStatus `json:"status" doc:"awaiting_evidence, or pending_approval (202)."`
+	Amount        pay.Amount       `json:"amount"`
+	EvidenceFloor EvidenceClass    `json:"evidenceFloor"`
+	Deadline      time.Time        `json:"deadline"`
+	AuditSeq      uint64           `json:"auditSeq,omitempty"`
+	Approval      *pay.Held        `json:"approval,omitempty"`
 	replayed      bool
 }
 
@@ -278,7 +282,7 @@ func (s *Service) clearReady(ctx context.Context) (int, error) {
 		switch c.Status {
 		case ClearingCleared:
 			n++
-		case ClearingPending, ObligationClearing:
+		case ClearingPending, ClearingInProgress:
 			continue // refused for now (the kill switch) or with the rail: the next sweep tries again
 		}
 		// Cleared, or it can never clear (expired, cancelled, failed).
@@ -334,9 +338,9 @@ func (s *Service) obligationView(ctx context.Context, in *pay.Intent) (*Obligati
 
 // ObligationListRequest is the body of obligation.list.
 type ObligationListRequest struct {
-	Status string `json:"status,omitempty" validate:"omitempty,oneof=pending_approval authorizing awaiting_evidence clearing settled cancelled expired denied failed"`
-	Cursor string `json:"cursor,omitempty" validate:"max=64" doc:"The last obligation id of the previous page."`
-	Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
+	Status ObligationStatus `json:"status,omitempty" validate:"omitempty,oneof=pending_approval authorizing awaiting_evidence clearing settled cancelled expired denied failed"`
+	Cursor string           `json:"cursor,omitempty" validate:"max=64" doc:"The last obligation id of the previous page."`
+	Limit  int              `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
 // ObligationList is a page of obligations, oldest first.

@@ -97,7 +97,7 @@ func oblState(t *testing.T, h *harness, id string) string {
 	if err != nil {
 		return "get: " + code(err) + " " + trnPeriod(t, h)
 	}
-	return o.Status + " " + trnPeriod(t, h)
+	return string(o.Status) + " " + trnPeriod(t, h)
 }
 
 // oblCount counts the record's entries of type typ about an intent.
@@ -377,7 +377,7 @@ func TestObligationIdempotency(t *testing.T) {
 			}
 			t.Run("after it cleared", func(t *testing.T) {
 				oblMustSubmit(t, h, first.ObligationID, ClassSelf, "done")
-				if got := oblState(t, h, first.ObligationID); !strings.HasPrefix(got, ObligationSettled) {
+				if got := oblState(t, h, first.ObligationID); !strings.HasPrefix(got, string(ObligationSettled)) {
 					t.Fatalf("state %s", got)
 				}
 				replay(t)
@@ -424,7 +424,7 @@ func TestObligationHeldForApproval(t *testing.T) {
 				t.Run(tc.name+" before approval", func(t *testing.T) { refusedUnchanged(t, h, CodeObligationNotReady, tc.run) })
 			}
 			st, err := h.svc.ClearingStatus(ctx, h.call(), &ObligationRef{ObligationID: o.ObligationID})
-			if err != nil || st.Status != ObligationPendingApproval || st.Problem != nil {
+			if err != nil || st.Status != ClearingPendingApproval || st.Problem != nil {
 				t.Errorf("clearing.status before approval: %+v, %v", st, err)
 			}
 			n = h.size()
@@ -607,11 +607,11 @@ func TestObligationGetList(t *testing.T) {
 	d := oblCreate(t, h, railWire, 4_000, ClassSelf)
 	e := oblCreate(t, h, railCard, 20_000, ClassSelf)
 	all := []string{a.ObligationID, b.ObligationID, c.ObligationID, d.ObligationID, e.ObligationID}
-	status := map[string]string{a.ObligationID: ObligationAwaiting, b.ObligationID: ObligationSettled, c.ObligationID: ObligationCancelled,
+	status := map[string]ObligationStatus{a.ObligationID: ObligationAwaiting, b.ObligationID: ObligationSettled, c.ObligationID: ObligationCancelled,
 		d.ObligationID: ObligationAwaiting, e.ObligationID: ObligationPendingApproval}
 
 	// list walks every page of a listing, checking each against get.
-	list := func(t *testing.T, call Call, st string, limit int) ([]string, int) {
+	list := func(t *testing.T, call Call, st ObligationStatus, limit int) ([]string, int) {
 		t.Helper()
 		var got []string
 		pages, cursor := 0, ""
@@ -644,7 +644,7 @@ func TestObligationGetList(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		status string
+		status ObligationStatus
 		limit  int
 		want   []string
 	}{

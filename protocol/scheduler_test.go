@@ -73,7 +73,7 @@ func schStates(t *testing.T, h *harness, o schObjects) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[name] = hd.Status
+		out[name] = string(hd.Status)
 	}
 	m, err := h.svc.MeterGet(ctx, h.call(), &MeterRef{MeterID: o.meter.MeterID})
 	if err != nil {
@@ -104,7 +104,7 @@ func schStates(t *testing.T, h *harness, o schObjects) map[string]string {
 // schNewStatus is the status each protocol entry of a sweep records for
 // its object.
 var schNewStatus = map[string]string{
-	"protocol.hold.expire": HoldExpired, "protocol.meter.expire": MeterExpired,
+	"protocol.hold.expire": string(HoldExpired), "protocol.meter.expire": MeterExpired,
 	"protocol.stake.unlock": StakeReleasable, "protocol.session.expire": pay.SessionExpired,
 }
 
@@ -152,7 +152,7 @@ func TestSchedulerSweep(t *testing.T) {
 			start := h.clock.Now()
 			o := schSetup(t, h)
 			states := map[string]string{
-				"card hold": HoldHeld, "wire hold": HoldHeld, "meter": MeterOpen, "stake": StakeLocked, "session": pay.SessionOpen,
+				"card hold": string(HoldHeld), "wire hold": string(HoldHeld), "meter": MeterOpen, "stake": StakeLocked, "session": pay.SessionOpen,
 				"period": "reserved=9000 settled=9000", "card hold at the rail": string(settle.AuthAuthorized),
 				"meter at the rail": string(settle.AuthAuthorized),
 			}
@@ -170,7 +170,7 @@ func TestSchedulerSweep(t *testing.T) {
 				{name: "the holds' expiry", at: time.Minute, report: SweepReport{HoldsExpired: 3},
 					types: []string{"payment.hold_expired", "payment.hold_expired", "payment.hold_expired",
 						"protocol.hold.expire", "protocol.hold.expire", "protocol.meter.expire"},
-					change: map[string]string{"card hold": HoldExpired, "wire hold": HoldExpired, "meter": MeterExpired,
+					change: map[string]string{"card hold": string(HoldExpired), "wire hold": string(HoldExpired), "meter": MeterExpired,
 						"period": "reserved=0 settled=9000", "card hold at the rail": string(settle.AuthVoided),
 						"meter at the rail": string(settle.AuthVoided)}},
 				{name: "just before the stake's lock ends", at: 90*time.Second - time.Microsecond},

@@ -173,7 +173,7 @@ func TestClearingAfterApproval(t *testing.T) {
 			stmt := `{"subject":"` + obl.ObligationID + `","delivered":"all of it"}`
 			sub, err := h.svc.EvidenceSubmit(ctx, h.call(), &EvidenceSubmitRequest{Subject: obl.ObligationID, Class: ClassSign,
 				Statement: json.RawMessage(stmt), Signature: h.ev.sign(t, h.ev.cpKey, obl.ObligationID, stmt)})
-			if err != nil || sub.Clearing.Status != ObligationPendingApproval {
+			if err != nil || sub.Clearing.Status != ClearingPendingApproval {
 				t.Fatalf("evidence while pending = %+v, %v", sub, err)
 			}
 			if _, err := h.pay.Approve(ctx, pay.ApproveRequest{IntentID: obl.IntentID, Challenge: obl.Approval.Challenge,
