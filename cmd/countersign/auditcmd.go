@@ -3,22 +3,17 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/term"
 
 	"github.com/countersign/countersign/audit"
@@ -77,16 +72,17 @@ func (s *source) register(fs interface {
 	fs.StringVar(&s.credential, "credential", "", "agent credential `file` for --url (the record is read with an agent credential)")
 }
 
-// bearer returns the Authorization header value for --url requests.
-func (s *source) bearer() (string, error) {
-	if s.credential == "" {
-		return "", nil
+// fetcher returns the record reader for --url, with the --credential.
+func (s *source) fetcher() (*audit.HTTPFetcher, error) {
+	f := &audit.HTTPFetcher{BaseURL: s.url}
+	if s.credential != "" {
+		b, err := os.ReadFile(s.credential)
+		if err != nil {
+			return nil, fmt.Errorf("--credential: %w", err)
+		}
+		f.Credential = strings.TrimSpace(string(b))
 	}
-	b, err := os.ReadFile(s.credential)
-	if err != nil {
-		return "", fmt.Errorf("--credential: %w", err)
-	}
-	return "Bearer " + strings.TrimSpace(string(b)), nil
+	return f, nil
 }
 
 func (s *source) check() error {
@@ -173,15 +169,16 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		root = "checked against the stored tree"
 	} else {
-		authz, err := src.bearer()
+		f, err := src.fetcher()
 		if err != nil {
 			return err
 		}
-		n, root, err = verifyURL(ctx, src.url, authz, vkey, pub, *sigs, prog.update)
+		rep, err := audit.VerifyRemote(ctx, vkey, f, &audit.RemoteOptions{Signatures: *sigs, Progress: prog.update})
 		prog.done()
 		if err != nil {
 			return err
 		}
+		n, root = rep.Verified, rep.Checkpoint.RootHash
 	}
 	prog.done()
 	el := time.Since(start)
@@ -191,105 +188,6 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rate := float64(n) / el.Seconds()
 	fmt.Fprintf(stdout, "ok: %d entries verified, depth %s, root %s, %.2fs (%.0f entries/s)\n", n, depth, root, el.Seconds(), rate)
-	return nil
-}
-
-// verifyURL fetches the latest checkpoint and every entry up to its size
-// from a running server, and checks them client-side: the checkpoint's
-// signature, every entry's hash and link (and signature), and that the
-// Merkle root over the entries equals the signed root.
-func verifyURL(ctx context.Context, base, authz, vkey string, pub ed25519.PublicKey, sigs bool, progress func(done, total uint64)) (uint64, string, error) {
-	base = strings.TrimRight(base, "/")
-	var cp audit.Checkpoint
-	if err := getJSON(ctx, base+"/audit/checkpoint", authz, &cp); err != nil {
-		return 0, "", err
-	}
-	v, err := note.NewVerifier(vkey)
-	if err != nil {
-		return 0, "", err
-	}
-	if _, err := note.Open([]byte(cp.Note), note.VerifierList(v)); err != nil {
-		return 0, "", fmt.Errorf("%w: checkpoint signature: %v", audit.ErrTampered, err)
-	}
-	size, rootB64, err := parseCheckpointBody(cp.Note)
-	if err != nil {
-		return 0, "", err
-	}
-	cv := audit.NewChainVerifier(pub, sigs)
-	cursor := ""
-	var done uint64
-	for done < size {
-		var page audit.Page
-		u := base + "/audit?limit=100"
-		if cursor != "" {
-			u += "&cursor=" + url.QueryEscape(cursor)
-		}
-		if err := getJSON(ctx, u, authz, &page); err != nil {
-			return done, "", err
-		}
-		for _, e := range page.Data {
-			if done == size {
-				break
-			}
-			if err := cv.Add(e); err != nil {
-				return done, "", err
-			}
-			done++
-		}
-		progress(done, size)
-		if page.NextCursor == nil || len(page.Data) == 0 {
-			break
-		}
-		cursor = *page.NextCursor
-	}
-	if done != size {
-		return done, "", fmt.Errorf("%w: checkpoint says %d entries, server served %d", audit.ErrTampered, size, done)
-	}
-	got := cv.Root()
-	if base64.StdEncoding.EncodeToString(got[:]) != rootB64 {
-		return done, "", fmt.Errorf("%w: Merkle root of the served entries does not match the signed checkpoint", audit.ErrTampered)
-	}
-	return done, rootB64, nil
-}
-
-// parseCheckpointBody reads the tree size and root hash of a C2SP
-// tlog-checkpoint note (origin, size, root, then optional extension lines).
-func parseCheckpointBody(n string) (uint64, string, error) {
-	lines := strings.SplitN(n, "\n", 4)
-	if len(lines) < 4 {
-		return 0, "", errors.New("checkpoint: too few lines")
-	}
-	size, err := strconv.ParseUint(lines[1], 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("checkpoint: tree size: %w", err)
-	}
-	return size, lines[2], nil
-}
-
-func getJSON(ctx context.Context, u, authz string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
-	}
 	return nil
 }
 
@@ -305,11 +203,11 @@ func cmdAuditCheckpoint(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	var cp audit.Checkpoint
 	if src.url != "" {
-		authz, err := src.bearer()
+		f, err := src.fetcher()
 		if err != nil {
 			return err
 		}
-		if err := getJSON(ctx, strings.TrimRight(src.url, "/")+"/audit/checkpoint", authz, &cp); err != nil {
+		if cp, err = f.Checkpoint(ctx); err != nil {
 			return err
 		}
 	} else {

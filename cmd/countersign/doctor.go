@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -934,47 +935,36 @@ func (d *doctor) checkServerClock(v string, local time.Time) {
 func (d *doctor) checkCheckpoint(ctx context.Context, base, keyPath, credPath string) (audit.Checkpoint, bool) {
 	const name = "checkpoint"
 	u := base + "/audit/checkpoint"
-	var cp audit.Checkpoint
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		d.add(name, doctorFail, err.Error(), "pass the server's base URL with --url")
-		return cp, false
-	}
-	req.Header.Set("Accept", "application/json")
+	f := &audit.HTTPFetcher{BaseURL: base, Client: d.client}
 	if credPath != "" {
 		b, err := os.ReadFile(credPath)
 		if err != nil {
 			d.add(name, doctorFail, "cannot read the credential: "+err.Error(), "pass --credential FILE holding an agent credential")
-			return cp, false
+			return audit.Checkpoint{}, false
 		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+		f.Credential = strings.TrimSpace(string(b))
 	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		d.add(name, doctorFail, "GET "+u+": "+err.Error(), "check that the server is still running")
-		return cp, false
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		d.add(name, doctorFail, "GET "+u+": "+err.Error(), "check that the server is still running")
-		return cp, false
-	}
+	cp, err := f.Checkpoint(ctx)
+	var he *audit.HTTPError
+	var ue *url.Error
 	switch {
-	case (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && credPath == "":
-		d.add(name, doctorWarn, "GET "+u+" needs an agent credential ("+resp.Status+"), so the checkpoint was not checked",
+	case errors.As(err, &he) && (he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden) && credPath == "":
+		d.add(name, doctorWarn, "GET "+u+" needs an agent credential ("+he.Status+"), so the checkpoint was not checked",
 			"pass --credential FILE (an agent credential; a sandbox server wrote DIR/sandbox/agent-credential.txt), or --data DIR")
 		return cp, false
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		d.add(name, doctorFail, "the server refused the credential in "+credPath+" ("+resp.Status+")",
+	case errors.As(err, &he) && (he.StatusCode == http.StatusUnauthorized || he.StatusCode == http.StatusForbidden):
+		d.add(name, doctorFail, "the server refused the credential in "+credPath+" ("+he.Status+")",
 			"pass --credential FILE with a credential this server issued and has not revoked")
 		return cp, false
-	case resp.StatusCode != http.StatusOK:
-		d.add(name, doctorFail, fmt.Sprintf("GET %s answered %s: %s", u, resp.Status, strings.TrimSpace(string(body))),
+	case errors.As(err, &he):
+		d.add(name, doctorFail, fmt.Sprintf("GET %s answered %s: %s", u, he.Status, he.Body),
 			"read the server's log")
 		return cp, false
+	case errors.As(err, &ue):
+		d.add(name, doctorFail, "GET "+u+": "+err.Error(), "check that the server is still running")
+		return cp, false
 	}
-	if err := json.Unmarshal(body, &cp); err != nil || cp.Note == "" {
+	if err != nil || cp.Note == "" {
 		d.add(name, doctorFail, "GET "+u+" did not answer a checkpoint", "check that --url is a Countersign server")
 		return cp, false
 	}
@@ -989,6 +979,10 @@ func (d *doctor) checkCheckpoint(ctx context.Context, base, keyPath, credPath st
 		return cp, true
 	}
 	vkey := strings.TrimSpace(string(b))
+	if _, _, err := audit.ParseVerifierKey(vkey); err != nil {
+		d.add(name, doctorFail, "cannot read the verifier key "+keyPath+": "+err.Error(), "pass --key FILE (the deployment's record.pub)")
+		return cp, true
+	}
 	if err := audit.VerifyCheckpoint(vkey, cp); err != nil {
 		d.add(name, doctorFail, fmt.Sprintf("the served checkpoint (origin %s, tree size %d) does not verify with %s: %v", cp.Origin, cp.TreeSize, keyPath, err),
 			"if "+keyPath+" is this deployment's record.pub, the server signs with another record key (check its --record-key and --origin); otherwise pass --key with the right record.pub")

@@ -442,6 +442,12 @@ func TestDoctorURL(t *testing.T) {
 	downURL := down.URL
 	down.Close()
 
+	// A verifier key file that is not one.
+	badPub := filepath.Join(t.TempDir(), "bad.pub")
+	if err := os.WriteFile(badPub, []byte("countersign.local/record/0000+00000000+AAAA\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	// A directory with another record key than the server's.
 	other := filepath.Join(t.TempDir(), "other-data")
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -474,6 +480,18 @@ func TestDoctorURL(t *testing.T) {
 			args: []string{"--url", base, "--key", pub, "--credential", cred},
 			code: 0,
 			want: []string{"ok    health: ", "ok    server clock: ", "ok    checkpoint: the served checkpoint"},
+		},
+		{
+			name: "url with a malformed verifier key",
+			args: []string{"--url", base, "--key", badPub, "--credential", cred},
+			code: 1,
+			want: []string{"FAIL  checkpoint: cannot read the verifier key " + badPub + ": ", "      fix: pass --key FILE (the deployment's record.pub)"},
+		},
+		{
+			name: "url with a credential the server refuses",
+			args: []string{"--url", base, "--key", pub, "--credential", badPub},
+			code: 1,
+			want: []string{"FAIL  checkpoint: the server refused the credential in " + badPub + " (401 Unauthorized)"},
 		},
 		{
 			name: "url without a credential",

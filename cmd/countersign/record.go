@@ -4,16 +4,15 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/keyfile"
 )
 
@@ -78,19 +77,11 @@ func recordVerifierKey(origin string, key ed25519.PrivateKey) (string, error) {
 // parseVerifierKey extracts the origin and Ed25519 public key from a C2SP
 // note verifier string ("name+hash+base64(0x01 || key)").
 func parseVerifierKey(vkey string) (origin string, pub ed25519.PublicKey, err error) {
-	vkey = strings.TrimSpace(vkey)
-	if _, err := note.NewVerifier(vkey); err != nil {
+	origin, pub, err = audit.ParseVerifierKey(vkey)
+	if err != nil {
 		return "", nil, fmt.Errorf("record verifier key: %w", err)
 	}
-	parts := strings.SplitN(vkey, "+", 3)
-	if len(parts) != 3 {
-		return "", nil, errors.New("record verifier key: want name+hash+key")
-	}
-	raw, err := base64.StdEncoding.DecodeString(parts[2])
-	if err != nil || len(raw) != 1+ed25519.PublicKeySize || raw[0] != 1 {
-		return "", nil, errors.New("record verifier key: not an Ed25519 note key")
-	}
-	return parts[0], ed25519.PublicKey(raw[1:]), nil
+	return origin, pub, nil
 }
 
 // loadRecordKey returns the record key for a data directory. In sandbox mode
