@@ -355,3 +355,51 @@ func setQuery(raw, name, v string) string {
 	q.Set(name, v)
 	return q.Encode()
 }
+
+// TestZeroIsNotAbsent: where the contract says an optional number is at
+// least 1 (or above 0), sending 0 is refused at that member; leaving it
+// out is what absent means.
+func TestZeroIsNotAbsent(t *testing.T) {
+	model := product.Model()
+	for _, tc := range []struct{ op, member string }{
+		{"memory.recall", "limit"},
+		{"delivery.dispute", "claimMinor"},
+		{"custody.ledger", "limit"},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			op, ok := model.Operation(tc.op)
+			if !ok {
+				t.Fatalf("no operation %s", tc.op)
+			}
+			fx := newMatrixFixture(t)
+			b := builder{params: matrixParams(fx), bodies: matrixBodies(fx), byOp: matrixOpBodies(fx)}
+			w := b.build(t, op, false)
+			var body map[string]any
+			if err := json.Unmarshal(w.body, &body); err != nil {
+				t.Fatal(err)
+			}
+			body[tc.member] = 0
+			w.body, _ = json.Marshal(body)
+			switch op.Credential {
+			case contract.CredentialAgent:
+				w = w.with("Authorization", "Bearer "+fx.cred)
+			case contract.CredentialOperator:
+				w = w.with(operator.HeaderName, sign(t, mustSigner(t)(fx.keys.ops[0].signer(matrixClock, matrixBase)), op.ID, w))
+			}
+			// A signed operator request spends its nonce, whatever comes
+			// after: the record is what must not change.
+			before := fx.state(t).size
+			res := fx.send(t, w)
+			var p struct {
+				Errors []struct{ Field string }
+			}
+			_ = json.Unmarshal(res.body, &p)
+			if res.status != 400 || res.Code != contract.CodeRequestValidation || len(p.Errors) != 1 || p.Errors[0].Field != tc.member {
+				t.Errorf("%s with %s: 0: %d %s %s, want 400 request.validation at %s", tc.op, tc.member, res.status, res.Code, res.body, tc.member)
+			}
+			if after := fx.state(t).size; after != before {
+				t.Errorf("a refused request grew the record from %d to %d entries", before, after)
+			}
+		})
+	}
+}
