@@ -42,14 +42,12 @@ func ExampleService_Buy() {
 	lg, _ := audit.Open(ctx, st, ed25519.NewKeyFromSeed(make([]byte, 32)), &audit.Options{Logger: quiet})
 	svc, _ := commerce.New(commerce.Options{Store: st, Log: lg, Logger: quiet,
 		Merchants: []commerce.MerchantConfig{{ID: "shop", Merchant: shop}}})
-	rails := &settle.Registry{}
-	for _, r := range svc.Rails() {
-		_ = rails.Register(r)
-	}
 	opKey := ed25519.NewKeyFromSeed(make([]byte, 32))
 	mandates, _ := pay.NewMandateVerifier([]pay.OperatorKey{{KeyID: "op", Public: opKey.Public()}}, nil)
-	money, _ := pay.New(pay.Options{Store: st, Log: lg, Rails: rails, Mandates: mandates, Logger: quiet})
-	svc.SetPay(money)
+	// Commerce joins the money path as an extension: its rails, and the
+	// money path handed back.
+	_, _ = pay.New(pay.Options{Store: st, Log: lg, Rails: &settle.Registry{}, Mandates: mandates, Logger: quiet,
+		Extensions: []pay.Extension{svc}})
 
 	// An agent with a mandate to buy from the shop.
 	agentKey := ed25519.NewKeyFromSeed(append(make([]byte, 31), 1))
@@ -105,14 +103,12 @@ func ExampleClient() {
 	lg, _ := audit.Open(ctx, st, ed25519.NewKeyFromSeed(make([]byte, 32)), &audit.Options{Logger: quiet})
 	svc, _ := commerce.New(commerce.Options{Store: st, Log: lg, Logger: quiet,
 		Merchants: []commerce.MerchantConfig{{ID: "shop", Merchant: shop}}})
-	rails := &settle.Registry{}
-	for _, r := range svc.Rails() {
-		_ = rails.Register(r)
-	}
 	opKey := ed25519.NewKeyFromSeed(make([]byte, 32))
 	mandates, _ := pay.NewMandateVerifier([]pay.OperatorKey{{KeyID: "op", Public: opKey.Public()}}, nil)
-	money, _ := pay.New(pay.Options{Store: st, Log: lg, Rails: rails, Mandates: mandates, Logger: quiet})
-	svc.SetPay(money)
+	// Commerce joins the money path as an extension: its rails, and the
+	// money path handed back.
+	_, _ = pay.New(pay.Options{Store: st, Log: lg, Rails: &settle.Registry{}, Mandates: mandates, Logger: quiet,
+		Extensions: []pay.Extension{svc}})
 
 	agentKey := ed25519.NewKeyFromSeed(append(make([]byte, 31), 2))
 	now := time.Now().UTC().Truncate(time.Second)

@@ -13,10 +13,10 @@ import (
 	"github.com/countersign/countersign/store"
 )
 
-// Rails returns the settlement rails "acp" and "ucp": settling a purchase
-// on one completes its checkout session at the merchant. Register them in
-// the settle.Registry the money path is built over.
-func (s *Service) Rails() []settle.Rail {
+// rails returns the settlement rails "acp" and "ucp": settling a purchase
+// on one completes its checkout session at the merchant. [Service.Attach]
+// brings them to the money path.
+func (s *Service) rails() []settle.Rail {
 	return []settle.Rail{&rail{s: s, name: "acp"}, &rail{s: s, name: "ucp"}}
 }
 

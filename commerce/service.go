@@ -198,9 +198,8 @@ type Service struct {
 }
 
 // New returns a service over the configured merchants and those operators
-// registered (read from the store, connected on first use). Call
-// [Service.SetPay] with the money path built over [Service.Rails] before
-// buying.
+// registered (read from the store, connected on first use). Pass it in
+// pay.Options.Extensions (see [Service.Attach]) before buying.
 func New(opts Options) (*Service, error) {
 	if opts.Store == nil || opts.Log == nil {
 		return nil, errors.New("commerce: Options.Store and Log are required")
@@ -233,13 +232,19 @@ func New(opts Options) (*Service, error) {
 	return s, nil
 }
 
-// SetPay gives the service its money path, built with [Service.Rails]
-// registered: the rails need the service and the money path needs the
-// rails, so one of them is set after construction.
-func (s *Service) SetPay(p *pay.Service) {
+// Attach joins the money path as a [pay.Extension]: the commerce rails
+// ("acp", "ucp": settling a purchase completes its checkout) need this
+// service, and purchases pay through the money path, so the cycle is
+// broken here: pass the service in pay.Options.Extensions, and pay.New
+// registers the rails and hands over the money path, once.
+func (s *Service) Attach(p *pay.Service) (pay.Attachment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.pay != nil {
+		return pay.Attachment{}, errors.New("commerce: attached to a money path already")
+	}
 	s.pay = p
+	return pay.Attachment{Rails: s.rails()}, nil
 }
 
 // Register adds a merchant of the configuration to the registry.
@@ -422,7 +427,7 @@ func (s *Service) Buy(ctx context.Context, c pay.Caller, p PurchaseRequest, head
 	money := s.pay
 	s.mu.RUnlock()
 	if money == nil {
-		return nil, errors.New("commerce: the service has no money path (SetPay)")
+		return nil, errors.New("commerce: the service has no money path (pass it in pay.Options.Extensions)")
 	}
 	if p.Terms.Rail != p.Rail {
 		return nil, fmt.Errorf("%w: terms.rail %q is not rail %q", ErrRailMismatch, p.Terms.Rail, p.Rail)

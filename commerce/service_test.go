@@ -134,20 +134,15 @@ func newFixture(t testing.TB) *fixture {
 	if err := reg.Register(card); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range f.svc.Rails() {
-		if err := reg.Register(r); err != nil {
-			t.Fatal(err)
-		}
-	}
 	opPub, opKey, _ := ed25519.GenerateKey(rand.Reader)
 	mv, err := pay.NewMandateVerifier([]pay.OperatorKey{{KeyID: "op", Public: opPub}}, &pay.MandateVerifierOptions{Now: f.now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.pay, err = pay.New(pay.Options{Store: f.st, Log: f.log, Rails: reg, Mandates: mv, Now: f.now, Logger: quiet}); err != nil {
+	if f.pay, err = pay.New(pay.Options{Store: f.st, Log: f.log, Rails: reg, Mandates: mv, Now: f.now, Logger: quiet,
+		Extensions: []pay.Extension{f.svc}}); err != nil {
 		t.Fatal(err)
 	}
-	f.svc.SetPay(f.pay)
 	pub, agentKey, _ := ed25519.GenerateKey(rand.Reader)
 	f.agentKey = agentKey
 	agent := hex.EncodeToString(pub)

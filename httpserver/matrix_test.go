@@ -225,12 +225,6 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err := rails.Register(rail); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := pay.New(pay.Options{
-		Store: st, Log: lg, Rails: rails, Mandates: mandates, Now: matrixClock, Logger: quiet, BaseURL: matrixBase,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	endpoints, err := webhook.NewEndpoints(st, lg, &webhook.Options{Now: matrixClock, Logger: quiet, SealKey: make([]byte, webhook.SealKeySize)})
 	if err != nil {
 		t.Fatal(err)
@@ -247,28 +241,40 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shop.SetPay(svc)
-	ident, err := identity.Open(t.Context(), identity.Options{
-		Store: st, Log: lg, Keys: []ed25519.PrivateKey{k.identity}, Now: matrixClock, Logger: quiet,
-		NewKey: func(context.Context) (ed25519.PrivateKey, error) {
-			_, k, err := ed25519.GenerateKey(rand.Reader)
-			return k, err
-		},
-		Facts: identity.Sources{Policy: svc.Policy, Mandates: svc.Mandates, Operations: model.Operations(),
-			Operator: identity.OperatorFacts{ID: "matrix-operator", Keys: k.trusted()}}.Facts,
+	// The money path with commerce and the protocol surface attached. The
+	// identity needs the money path (it discloses its policy) and the
+	// surface needs the identity (it signs our negotiation offers), so
+	// both are built inside the attach, as countersign.Open does. The
+	// surface's scheduler is not run: the matrix compares store digests.
+	var (
+		ident *identity.Service
+		proto *protocol.Service
+	)
+	surfaces := pay.ExtensionFunc(func(svc *pay.Service) (pay.Attachment, error) {
+		var err error
+		ident, err = identity.Open(t.Context(), identity.Options{
+			Store: st, Log: lg, Keys: []ed25519.PrivateKey{k.identity}, Now: matrixClock, Logger: quiet,
+			NewKey: func(context.Context) (ed25519.PrivateKey, error) {
+				_, k, err := ed25519.GenerateKey(rand.Reader)
+				return k, err
+			},
+			Facts: identity.Sources{Policy: svc.Policy, Mandates: svc.Mandates, Operations: model.Operations(),
+				Operator: identity.OperatorFacts{ID: "matrix-operator", Keys: k.trusted()}}.Facts,
+		})
+		if err != nil {
+			return pay.Attachment{}, err
+		}
+		return protocol.Extension(protocol.Options{Store: st, Log: lg, Mandates: mandates, Now: matrixClock, Logger: quiet,
+			PolicyDigest: ident.PolicyDigest, Identity: ident, BaseURL: matrixBase}, &proto).Attach(svc)
+	})
+	svc, err := pay.New(pay.Options{
+		Store: st, Log: lg, Rails: rails, Mandates: mandates, Now: matrixClock, Logger: quiet, BaseURL: matrixBase,
+		Extensions: []pay.Extension{shop, surfaces},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mem, err := memory.New(memory.Options{Store: st, Log: lg, Mandates: mandates, Now: matrixClock, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Its scheduler is not run: the matrix compares store digests.
-	// The deployment's identity signs its negotiation offers, as
-	// cmd/countersign newServer wires it.
-	proto, err := protocol.New(protocol.Options{Store: st, Log: lg, Pay: svc, Mandates: mandates, Now: matrixClock, Logger: quiet,
-		PolicyDigest: ident.PolicyDigest, Identity: ident, BaseURL: matrixBase})
 	if err != nil {
 		t.Fatal(err)
 	}

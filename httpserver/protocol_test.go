@@ -158,18 +158,16 @@ func testProtocol(t testing.TB) *protocolFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.pay, err = pay.New(pay.Options{Store: st, Log: f.log, Rails: reg, Mandates: mv, Now: f.clock.Now, Logger: quiet}); err != nil {
-		t.Fatal(err)
-	}
 	f.ident = newProtocolIdentity(t)
 	if _, f.witnessKey, err = ed25519.GenerateKey(rand.Reader); err != nil {
 		t.Fatal(err)
 	}
-	f.svc, err = protocol.New(protocol.Options{Store: st, Log: f.log, Pay: f.pay, Mandates: mv, Now: f.clock.Now, Logger: quiet,
+	surface := protocol.Extension(protocol.Options{Store: st, Log: f.log, Mandates: mv, Now: f.clock.Now, Logger: quiet,
 		PolicyDigest: func(context.Context) (string, error) { return "sha256:test-policy", nil },
 		Identity:     f.ident,
-		Evidence:     protocol.EvidenceKeys{Witnesses: map[string]ed25519.PublicKey{protocolWitness: f.witnessKey.Public().(ed25519.PublicKey)}}})
-	if err != nil {
+		Evidence:     protocol.EvidenceKeys{Witnesses: map[string]ed25519.PublicKey{protocolWitness: f.witnessKey.Public().(ed25519.PublicKey)}}}, &f.svc)
+	if f.pay, err = pay.New(pay.Options{Store: st, Log: f.log, Rails: reg, Mandates: mv, Now: f.clock.Now, Logger: quiet,
+		Extensions: []pay.Extension{surface}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.pay.Reconcile(ctx); err != nil {

@@ -1,9 +1,11 @@
 package pay
 
 import (
-	"github.com/countersign/countersign/audit"
+	"errors"
+	"fmt"
 	"sync"
 
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/store"
 )
@@ -54,20 +56,13 @@ type effects struct {
 // TermsGate checks an intent whose instruction cites terms (termsId) in
 // the deciding transaction of every route, after the gate allowed or held
 // it: a non-nil reason denies it with that reason alone. The protocol
-// surface's terms namespace installs one; without one, an instruction
+// surface's terms namespace brings one (see [Attachment]); without one, an instruction
 // citing terms is denied terms.unknown (fail closed: nothing is paid
 // against terms nobody can check).
 type TermsGate func(r store.Reader, in *Intent) (*gate.Reason, error)
 
 // ReasonTermsUnknown is the gate reason of terms nobody can find.
 const ReasonTermsUnknown = "terms.unknown"
-
-// SetTermsGate installs the check of cited terms.
-func (s *Service) SetTermsGate(g TermsGate) {
-	s.effects.mu.Lock()
-	defer s.effects.mu.Unlock()
-	s.effects.terms = g
-}
 
 func (s *Service) checkTerms(r store.Reader, in *Intent) (*gate.Reason, error) {
 	s.effects.mu.RLock()
@@ -79,16 +74,32 @@ func (s *Service) checkTerms(r store.Reader, in *Intent) (*gate.Reason, error) {
 	return g(r, in)
 }
 
-// SetEffect installs the effect of a route, replacing any before. Set it
-// before the first request of the route and before [Service.Reconcile],
-// which may finish intents of the route.
-func (s *Service) SetEffect(route Route, e Effect) {
+// install adds an extension's rails, effects and terms check; see
+// [Extension]. It runs only inside New.
+func (s *Service) install(a Attachment) error {
+	for _, r := range a.Rails {
+		if err := s.rails.Register(r); err != nil {
+			return err
+		}
+	}
 	s.effects.mu.Lock()
 	defer s.effects.mu.Unlock()
-	if s.effects.m == nil {
-		s.effects.m = map[Route]Effect{}
+	for route, e := range a.Effects {
+		if s.effects.m == nil {
+			s.effects.m = map[Route]Effect{}
+		}
+		if _, dup := s.effects.m[route]; dup {
+			return fmt.Errorf("route %q has an effect already", route)
+		}
+		s.effects.m[route] = e
 	}
-	s.effects.m[route] = e
+	if a.Terms != nil {
+		if s.effects.terms != nil {
+			return errors.New("a terms check is installed already")
+		}
+		s.effects.terms = a.Terms
+	}
+	return nil
 }
 
 func (s *Service) effect(route Route) Effect {

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/audit"
@@ -100,6 +99,55 @@ type Options struct {
 	RailTimeout time.Duration
 	// BaseURL prefixes the links of intents ("" gives relative links).
 	BaseURL string
+	// Extensions join the money path (see [Extension]): New attaches each,
+	// in order, before it returns. Default none.
+	Extensions []Extension
+	// PolicyDigest returns the digest of a policy, which every gate
+	// decision records so that a proof of enforcement can tie a decision
+	// to the policy it was made under (the reference node passes the
+	// disclosed constitution's digest, identity.GateConstitution). New
+	// calls it once, on [Service.Policy] after every extension attached:
+	// the policy does not change while a Service lives. Default: none,
+	// and decisions record no policy hash.
+	PolicyDigest func(Policy) string
+}
+
+// Extension is a package that joins the money path: it keeps its own
+// books on the intents of its routes (Effects, run inside the
+// transactions that change them), checks the terms an instruction cites
+// (Terms), or brings rails (a merchant's checkout is a rail). Such a
+// package also pays through the Service, so the two need each other: the
+// cycle is real, and this interface is where it is broken. [New] hands
+// the Service under construction to each extension's Attach, once, in
+// the order of Options.Extensions, and installs what it returns before
+// New returns; nothing is installed later. Attach may keep the Service
+// and read it ([Service.Policy], [Service.Mandates]) but must not pay
+// through it before New returns.
+type Extension interface {
+	Attach(s *Service) (Attachment, error)
+}
+
+// ExtensionFunc is a function used as an [Extension]: for a program that
+// builds, inside the attach, what needs the money path first (the
+// reference node opens the identity, which discloses the gate's policy,
+// then the protocol surface, which signs with that identity).
+type ExtensionFunc func(s *Service) (Attachment, error)
+
+// Attach calls f(s).
+func (f ExtensionFunc) Attach(s *Service) (Attachment, error) { return f(s) }
+
+// Attachment is what an [Extension] brings to the money path.
+type Attachment struct {
+	// Rails are registered in Options.Rails; the gate's policy knows
+	// their facts from then on.
+	Rails []settle.Rail
+	// Effects keep the extension's books on the intents of its routes. A
+	// route may have one effect in all.
+	Effects map[Route]Effect
+	// Terms checks the terms an instruction cites; at most one extension
+	// brings it. Without one, an instruction citing terms is denied
+	// terms.unknown.
+	Terms TermsGate
 }
 
 // Service runs payments: it verifies instructions, asks the gate, records
@@ -137,25 +185,14 @@ type Service struct {
 
 	known sync.Map // mandate ids durably stored under keyMandate; see rememberMandate
 
-	effects effects // per-route effects; see SetEffect
+	effects effects // per-route effects; see Extension
 
-	policyHash atomic.Pointer[string] // see SetPolicyHash
+	policyHash string // see Options.PolicyDigest; set by New
 }
 
-// SetPolicyHash sets the digest of the policy in force (the disclosed
-// constitution's, identity.Service.PolicyDigest), which every gate
-// decision then records, so a proof of enforcement can tie a decision to
-// the policy it was made under. The reference server sets it once the
-// identity is open; the policy does not change while a process runs.
-func (s *Service) SetPolicyHash(h string) { s.policyHash.Store(&h) }
-
-// PolicyHash returns the digest SetPolicyHash set, or "".
-func (s *Service) PolicyHash() string {
-	if p := s.policyHash.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
+// PolicyHash returns the digest of the policy every gate decision records
+// (Options.PolicyDigest of [Service.Policy]), or "" without one.
+func (s *Service) PolicyHash() string { return s.policyHash }
 
 // New returns a Service. Call [Service.Reconcile] once after New (the
 // reference server does) to finish payments a crash left settling.
@@ -185,6 +222,42 @@ func New(opts Options) (*Service, error) {
 	if o.RailTimeout <= 0 {
 		o.RailTimeout = 30 * time.Second
 	}
+	s := &Service{
+		st: o.Store, log: o.Log, rails: o.Rails, mandates: o.Mandates,
+		now: o.Now, logger: o.Logger, rand: o.Rand,
+		window: o.ApprovalWindow, retain: o.IdempotencyRetention, railTO: o.RailTimeout,
+		baseURL: o.BaseURL, running: map[string]struct{}{},
+	}
+	if err := s.buildPolicy(o); err != nil {
+		return nil, err
+	}
+	for i, ext := range o.Extensions {
+		if ext == nil {
+			return nil, fmt.Errorf("pay: Options.Extensions[%d] is nil", i)
+		}
+		att, err := ext.Attach(s)
+		if err != nil {
+			return nil, fmt.Errorf("pay: attaching extension %d (%T): %w", i, ext, err)
+		}
+		if err := s.install(att); err != nil {
+			return nil, fmt.Errorf("pay: extension %d (%T): %w", i, ext, err)
+		}
+		if len(att.Rails) > 0 {
+			// The next extension, and the gate, see the new rails' facts.
+			if err := s.buildPolicy(o); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.PolicyDigest != nil {
+		s.policyHash = o.PolicyDigest(s.Policy())
+	}
+	return s, nil
+}
+
+// buildPolicy makes the gate's policy from the options and the facts of
+// every rail registered so far.
+func (s *Service) buildPolicy(o Options) error {
 	policy := gate.Policy{
 		Rails:        map[string]gate.RailFacts{},
 		DenyPayees:   append([]string(nil), o.DenyPayees...),
@@ -194,7 +267,7 @@ func New(opts Options) (*Service, error) {
 	for _, name := range o.Rails.Names() {
 		r, err := o.Rails.Get(name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		f := r.Facts()
 		policy.Rails[name] = gate.RailFacts{
@@ -202,12 +275,8 @@ func New(opts Options) (*Service, error) {
 			Finality:      gate.Finality(f.Finality),
 		}
 	}
-	return &Service{
-		st: o.Store, log: o.Log, rails: o.Rails, mandates: o.Mandates,
-		now: o.Now, logger: o.Logger, rand: o.Rand, policy: policy,
-		window: o.ApprovalWindow, retain: o.IdempotencyRetention, railTO: o.RailTimeout,
-		baseURL: o.BaseURL, running: map[string]struct{}{},
-	}, nil
+	s.policy = policy
+	return nil
 }
 
 // Pay decodes and runs one payment instruction (the body of POST /pay).
@@ -373,7 +442,7 @@ type decisionData struct {
 	// TermsID is the terms the instruction cited, if any.
 	TermsID string `json:"termsId,omitempty"`
 	// PolicyHash is the digest of the policy in force (see
-	// SetPolicyHash), binding the decision to it.
+	// Options.PolicyDigest), binding the decision to it.
 	PolicyHash string `json:"policyHash,omitempty"`
 }
 

@@ -72,11 +72,11 @@ func newExampleWorld() (*exampleWorld, error) {
 		return nil, err
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	p, err := pay.New(pay.Options{Store: st, Log: log, Rails: rails, Mandates: mandates, Now: now, Logger: quiet})
-	if err != nil {
-		return nil, err
-	}
-	svc, err := protocol.New(protocol.Options{Store: st, Log: log, Pay: p, Mandates: mandates, Now: now, Logger: quiet})
+	// The surface joins the money path as it is built (protocol.Extension).
+	var svc *protocol.Service
+	surface := protocol.Extension(protocol.Options{Store: st, Log: log, Mandates: mandates, Now: now, Logger: quiet}, &svc)
+	p, err := pay.New(pay.Options{Store: st, Log: log, Rails: rails, Mandates: mandates, Now: now, Logger: quiet,
+		Extensions: []pay.Extension{surface}})
 	if err != nil {
 		return nil, err
 	}

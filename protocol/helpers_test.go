@@ -68,6 +68,10 @@ type harness struct {
 	ident     *testIdentity
 	ev        *evidenceFixture
 	insurance InsuranceSchedule
+	// policy is the digest the money path records on decisions; ""
+	// means "sha256:test-policy". It is fixed when the money path is
+	// built: set it, then restart.
+	policy string
 }
 
 type harnessConfig struct {
@@ -149,14 +153,16 @@ func (h *harness) restart() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.pay, err = pay.New(pay.Options{Store: h.st, Log: h.log, Rails: reg, Mandates: mv, Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.pay.SetPolicyHash("sha256:test-policy")
-	h.svc, err = New(Options{Store: h.st, Log: h.log, Pay: h.pay, Mandates: mv, Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler),
+	surface := Extension(Options{Store: h.st, Log: h.log, Mandates: mv, Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler),
 		PolicyDigest: func(context.Context) (string, error) { return "sha256:test-policy", nil },
-		Identity:     h.ident, Evidence: h.ev.keys(), Insurance: h.insurance, BaseURL: "https://cs.test"})
+		Identity:     h.ident, Evidence: h.ev.keys(), Insurance: h.insurance, BaseURL: "https://cs.test"}, &h.svc)
+	h.pay, err = pay.New(pay.Options{Store: h.st, Log: h.log, Rails: reg, Mandates: mv, Now: h.clock.Now, Logger: slog.New(slog.DiscardHandler),
+		Extensions: []pay.Extension{surface}, PolicyDigest: func(pay.Policy) string {
+			if h.policy != "" {
+				return h.policy
+			}
+			return "sha256:test-policy"
+		}})
 	if err != nil {
 		h.t.Fatal(err)
 	}

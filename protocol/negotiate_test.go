@@ -189,8 +189,8 @@ func TestNegotiateOffer(t *testing.T) {
 // sign our offers with.
 func TestNegotiateNoIdentity(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
-	svc, err := New(Options{Store: h.st, Log: h.log, Pay: h.pay, Mandates: mustVerifier(t, h), Now: h.clock.Now,
-		Logger: slog.New(slog.DiscardHandler), Evidence: h.ev.keys()})
+	svc, err := newService(Options{Store: h.st, Log: h.log, Mandates: mustVerifier(t, h), Now: h.clock.Now,
+		Logger: slog.New(slog.DiscardHandler), Evidence: h.ev.keys()}, h.pay)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,8 +129,8 @@ func TestOversightPolicy(t *testing.T) {
 		{"digest fails", func(context.Context) (string, error) { return "", boom }, "", boom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, err := New(Options{Store: h.st, Log: h.log, Pay: h.pay, Mandates: ovsVerifier(h), Now: h.clock.Now,
-				Logger: slog.New(slog.DiscardHandler), PolicyDigest: tc.digest})
+			svc, err := newService(Options{Store: h.st, Log: h.log, Mandates: ovsVerifier(h), Now: h.clock.Now,
+				Logger: slog.New(slog.DiscardHandler), PolicyDigest: tc.digest}, h.pay)
 			if err != nil {
 				t.Fatal(err)
 			}

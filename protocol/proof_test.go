@@ -40,7 +40,9 @@ func prfRecordPolicy(h *harness, digest string) audit.Entry {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.pay.SetPolicyHash(digest) // the deployment's policy is now this one, as after a restart
+	// The deployment's policy is now this one, as after a restart.
+	h.policy = digest
+	h.restart()
 	return e
 }
 

@@ -24,7 +24,6 @@ import (
 type Options struct {
 	Store    store.Store
 	Log      *audit.Log
-	Pay      *pay.Service
 	Mandates *pay.MandateVerifier
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -83,12 +82,41 @@ type Service struct {
 	insure   InsuranceSchedule
 }
 
-// New returns a Service and installs its effects on the money path (the
-// books of holds, meters and custody follow their intents whoever
-// finishes them). Create it before pay.Service.Reconcile runs.
-func New(o Options) (*Service, error) {
-	if o.Store == nil || o.Log == nil || o.Pay == nil || o.Mandates == nil {
-		return nil, errors.New("protocol: Options.Store, Log, Pay and Mandates are required")
+// Extension returns the protocol surface as a [pay.Extension]: the
+// surface pays through the money path, and the money path keeps the
+// surface's books (holds, meters, custody, obligations, insurance) inside
+// the transactions that change their intents, whoever finishes them, and
+// asks it about cited terms. pay.New attaches it, builds the Service over
+// the money path under construction, installs its effects and stores the
+// Service in *out. Build the money path once per process with it, and
+// reconcile after (pay.Service.Reconcile), so that intents a crash left
+// settling finish with their books.
+func Extension(o Options, out **Service) pay.Extension {
+	return extension{o: o, out: out}
+}
+
+type extension struct {
+	o   Options
+	out **Service
+}
+
+func (e extension) Attach(p *pay.Service) (pay.Attachment, error) {
+	if e.out == nil {
+		return pay.Attachment{}, errors.New("protocol: Extension needs somewhere to put the Service")
+	}
+	s, err := newService(e.o, p)
+	if err != nil {
+		return pay.Attachment{}, err
+	}
+	*e.out = s
+	return s.attachment(), nil
+}
+
+// newService builds the surface over p without attaching it: the tests
+// of this package use it for a second view of one money path.
+func newService(o Options, p *pay.Service) (*Service, error) {
+	if o.Store == nil || o.Log == nil || p == nil || o.Mandates == nil {
+		return nil, errors.New("protocol: Options.Store, Log and Mandates, and a money path, are required")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -103,17 +131,25 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{st: o.Store, log: o.Log, pay: o.Pay, mandates: o.Mandates, now: o.Now,
+	return &Service{st: o.Store, log: o.Log, pay: p, mandates: o.Mandates, now: o.Now,
 		policy: o.PolicyDigest, custody: o.CustodyPayee, logger: o.Logger, baseURL: strings.TrimSuffix(o.BaseURL, "/"),
-		identity: o.Identity, evidence: o.Evidence, insure: ins}
-	s.pay.SetEffect(routeHoldPlace, pay.Effect{Changed: s.holdChanged})
-	s.pay.SetEffect(routeMeterOpen, pay.Effect{Changed: s.meterChanged})
-	s.pay.SetEffect(routeDeposit, pay.Effect{Changed: s.depositChanged})
-	s.pay.SetEffect(routeWithdraw, pay.Effect{Admit: s.withdrawAdmit, Changed: s.withdrawChanged})
-	s.pay.SetEffect(routeObligation, pay.Effect{Changed: s.obligationChanged})
-	s.pay.SetEffect(routeInsuranceBind, pay.Effect{Admit: s.bindAdmit, Changed: s.bindChanged})
-	s.pay.SetTermsGate(s.termsGate)
-	return s, nil
+		identity: o.Identity, evidence: o.Evidence, insure: ins}, nil
+}
+
+// attachment is what the surface brings to the money path: the effects of
+// its routes and the check of cited terms.
+func (s *Service) attachment() pay.Attachment {
+	return pay.Attachment{
+		Effects: map[pay.Route]pay.Effect{
+			routeHoldPlace:     {Changed: s.holdChanged},
+			routeMeterOpen:     {Changed: s.meterChanged},
+			routeDeposit:       {Changed: s.depositChanged},
+			routeWithdraw:      {Admit: s.withdrawAdmit, Changed: s.withdrawChanged},
+			routeObligation:    {Changed: s.obligationChanged},
+			routeInsuranceBind: {Admit: s.bindAdmit, Changed: s.bindChanged},
+		},
+		Terms: s.termsGate,
+	}
 }
 
 // Call runs the method with the given id ("hold.place") on a request

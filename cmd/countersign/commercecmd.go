@@ -22,7 +22,6 @@ import (
 	"github.com/countersign/countersign/commerce/fakemerchant"
 	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/gate"
-	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
@@ -133,23 +132,6 @@ func (sm *sandboxMerchants) close() {
 	for _, s := range sm.servers {
 		_ = s.Close()
 	}
-}
-
-// merchantDirectory lets the identity resolver find registered merchants:
-// POST /resolve {"ref": "sandbox-acp"} answers a Counterparty of kind
-// merchant.
-type merchantDirectory struct{ svc *commerce.Service }
-
-func (d merchantDirectory) Resolve(_ context.Context, ref string) (identity.Counterparty, bool, error) {
-	m, err := d.svc.Merchant(ref)
-	if errors.Is(err, commerce.ErrMerchantNotFound) {
-		return identity.Counterparty{}, false, nil
-	}
-	if err != nil {
-		return identity.Counterparty{}, false, err
-	}
-	return identity.Counterparty{ID: ref, Kind: "merchant", Rails: []string{m.Protocol()},
-		Capabilities: []string{"checkout:" + m.Protocol() + "@" + m.Version()}}, true, nil
 }
 
 const fakeMerchantSynopsis = `fake-merchant --protocol acp|ucp [--addr 127.0.0.1:8090]

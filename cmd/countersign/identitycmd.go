@@ -9,21 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
-	"github.com/countersign/countersign/audit"
-	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/keyfile"
-	"github.com/countersign/countersign/netguard"
-	"github.com/countersign/countersign/operator"
-	"github.com/countersign/countersign/pay"
-	"github.com/countersign/countersign/store"
 )
 
 // The deployment's ADP identity keys live beside the record key:
@@ -146,75 +139,43 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openIdentity opens the deployment's ADP identity over the running
-// components: the disclosure's facts come from the gate (svc), the model
-// and the operator configuration, never from hand-written claims.
-func openIdentity(ctx context.Context, cfg serveConfig, st store.Store, lg *audit.Log, svc *pay.Service,
-	model *contract.Model, opKeys []operator.PublicKey, baseURL, origin string, logger *slog.Logger,
-	client *http.Client, dirs ...identity.Directory) (*servedIdentity, error) {
+// identityOptions turns the identity flags and files into the node's
+// identity options: the keys on disk (generated in sandbox mode), how a
+// rotation keeps its new key, the disclosed operator and prompt, the
+// verification policy, and the public file a rotation republishes.
+func identityOptions(cfg serveConfig) (countersign.IdentityOptions, error) {
+	var o countersign.IdentityOptions
 	keys, err := loadIdentityKeys(cfg.data, cfg.identityKey)
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	opID := cfg.operatorID
-	if opID == "" {
+	o.Keys, o.NewKey = keys, newIdentityKeyFunc(cfg.data, cfg.identityKey)
+	o.OperatorID = cfg.operatorID
+	if o.OperatorID == "" {
 		if cfg.production {
-			return nil, errors.New("--production needs --operator-id NAME (the deploying party's stable id, disclosed to counterparties)")
+			return o, errors.New("--production needs --operator-id NAME (the deploying party's stable id, disclosed to counterparties)")
 		}
-		opID = "sandbox-operator"
+		o.OperatorID = "sandbox-operator"
 	}
-	src := identity.Sources{
-		Policy: svc.Policy, Mandates: svc.Mandates, Operations: model.Operations(),
-		Operator:     identity.OperatorFacts{ID: opID, Keys: opKeys, DeniabilityBoundary: cfg.deniabilityBoundary},
-		RecordOrigin: origin,
-	}
+	o.DeniabilityBoundary, o.TTL = cfg.deniabilityBoundary, cfg.disclosureTTL
 	if cfg.systemPrompt != "" {
-		if src.SystemPrompt, err = os.ReadFile(cfg.systemPrompt); err != nil {
-			return nil, fmt.Errorf("--system-prompt: %w", err)
+		if o.SystemPrompt, err = os.ReadFile(cfg.systemPrompt); err != nil {
+			return o, fmt.Errorf("--system-prompt: %w", err)
 		}
-		src.PromptVersion = filepath.Base(cfg.systemPrompt)
+		o.PromptVersion = filepath.Base(cfg.systemPrompt)
 	}
-	var policy identity.Policy
 	if cfg.verifyPolicy != "" {
 		b, err := os.ReadFile(cfg.verifyPolicy)
 		if err != nil {
-			return nil, fmt.Errorf("--verify-policy: %w", err)
+			return o, fmt.Errorf("--verify-policy: %w", err)
 		}
-		if policy, err = identity.ParsePolicy(b); err != nil {
-			return nil, fmt.Errorf("--verify-policy %s: %w", cfg.verifyPolicy, err)
+		if o.Policy, err = identity.ParsePolicy(b); err != nil {
+			return o, fmt.Errorf("--verify-policy %s: %w", cfg.verifyPolicy, err)
 		}
 	}
-	svcID, err := identity.Open(ctx, identity.Options{
-		Store: st, Log: lg, Keys: keys, NewKey: newIdentityKeyFunc(cfg.data, cfg.identityKey),
-		Facts: src.Facts, Policy: policy, TTL: cfg.disclosureTTL,
-		HTTPClient: client, URLs: netguard.Policy{AllowLoopback: !cfg.production, AllowHTTP: !cfg.production}, Directories: dirs,
-		BaseURL: baseURL, Logger: logger,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("identity: %w", err)
-	}
-	id := &servedIdentity{Service: svcID, dataDir: cfg.data}
-	if err := writeIdentityFile(cfg.data, svcID); err != nil {
-		return nil, fmt.Errorf("write %s: %w", identityPubFile, err)
-	}
-	return id, nil
-}
-
-// servedIdentity is the identity service as the server runs it: a rotation
-// also republishes identity.json.
-type servedIdentity struct {
-	*identity.Service
-	dataDir string
-}
-
-// Rotate rotates the key, then publishes the new public half.
-func (s *servedIdentity) Rotate(ctx context.Context, call identity.OperatorCall) (identity.Rotation, error) {
-	r, err := s.Service.Rotate(ctx, call)
-	if err != nil {
-		return r, err
-	}
-	// The rotation is committed; a failure to write the public file is
-	// repaired at the next start, which writes it again.
-	_ = writeIdentityFile(s.dataDir, s.Service)
-	return r, nil
+	// A rotation also republishes identity.json. The rotation is
+	// committed; a failure to write the public file is repaired at the
+	// next start, which writes it again.
+	o.Rotated = func(svc *identity.Service) { _ = writeIdentityFile(cfg.data, svc) }
+	return o, nil
 }

@@ -50,11 +50,9 @@ func proofFixture(t *testing.T) (proof []byte, verifierKey string) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	p, err := pay.New(pay.Options{Store: st, Log: log, Rails: rails, Mandates: mandates, Now: now, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := protocol.New(protocol.Options{Store: st, Log: log, Pay: p, Mandates: mandates, Now: now, Logger: quiet})
+	var svc *protocol.Service
+	p, err := pay.New(pay.Options{Store: st, Log: log, Rails: rails, Mandates: mandates, Now: now, Logger: quiet,
+		Extensions: []pay.Extension{protocol.Extension(protocol.Options{Store: st, Log: log, Mandates: mandates, Now: now, Logger: quiet}, &svc)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
@@ -80,17 +79,4 @@ func readProtocolConfig(path string) (protocol.EvidenceKeys, protocol.InsuranceS
 	ins = protocol.InsuranceSchedule{Payee: c.Insurance.Payee, RateBps: c.Insurance.RateBps,
 		MinPremiumMinor: c.Insurance.MinPremiumMinor, MaxLimitMinor: c.Insurance.MaxLimitMinor}
 	return keys, ins, nil
-}
-
-// lazyIdentity hands the protocol surface the deployment identity, which
-// the server opens after the surface (the identity's disclosure reads the
-// gate the surface installs its effects on).
-type lazyIdentity struct{ p **servedIdentity }
-
-func (l lazyIdentity) SignStatement(msg []byte) (string, ed25519.PublicKey, []byte) {
-	return (*l.p).SignStatement(msg)
-}
-
-func (l lazyIdentity) Revoked(ctx context.Context, id string) (bool, error) {
-	return (*l.p).Revoked(ctx, id)
 }

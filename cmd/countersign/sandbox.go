@@ -41,10 +41,12 @@ const (
 // the server trusts, an agent key with an issued credential, and a mandate
 // from that operator to that agent, so a newcomer can pay within a minute.
 // Existing files are kept: a restart changes nothing a person already uses.
-func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) error {
+// provisionSandboxOperator writes the sandbox operator's key and the key
+// set the server trusts, keeping what exists: the node needs the set to
+// open, and the agents are provisioned through the open node.
+func provisionSandboxOperator(dataDir string) error {
 	dir := filepath.Join(dataDir, sandboxDirName)
-	opPath := filepath.Join(dir, sandboxOperatorKey)
-	op, err := readOrCreateKey(opPath, sandboxOperatorKID)
+	op, err := readOrCreateKey(filepath.Join(dir, sandboxOperatorKey), sandboxOperatorKID)
 	if err != nil {
 		return err
 	}
@@ -57,6 +59,18 @@ func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) erro
 		if err := writePublicFile(setPath, set); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func provisionSandbox(ctx context.Context, dataDir string, keys *auth.Keys) error {
+	dir := filepath.Join(dataDir, sandboxDirName)
+	if err := provisionSandboxOperator(dataDir); err != nil {
+		return err
+	}
+	op, err := readOrCreateKey(filepath.Join(dir, sandboxOperatorKey), sandboxOperatorKID)
+	if err != nil {
+		return err
 	}
 	agentID, err := provisionAgent(ctx, dir, keys, op, "", "sandbox agent")
 	if err != nil {

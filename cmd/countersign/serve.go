@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,24 +18,15 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/commerce/cart"
-	"github.com/countersign/countersign/httpserver"
-	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/metrics"
 	"github.com/countersign/countersign/netguard"
-	"github.com/countersign/countersign/operator"
-	"github.com/countersign/countersign/pay"
-	"github.com/countersign/countersign/product"
-	"github.com/countersign/countersign/protocol"
-	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
-	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pebblestore"
 	"github.com/countersign/countersign/webhook"
 )
@@ -267,28 +257,16 @@ func (s *server) addAux(flag string, ln net.Listener, h http.Handler, bounded bo
 	s.logger.Info("operator listener", slog.String("flag", flag), slog.String("addr", ln.Addr().String()))
 }
 
-// server is a running reference server: the store, the record and the
-// HTTP handler over them.
+// server is a running reference server: the store, the node over it,
+// the sandbox's fake merchants, and the listeners.
 type server struct {
-	logger   *slog.Logger
-	store    *pebblestore.Store
-	log      *audit.Log
-	hub      *audit.Hub
-	pay      *pay.Service
-	shops    *sandboxMerchants
-	ops      *operator.Verifier
-	refusals *operator.RefusalJournal
-	usage    *auth.Usage
-	dpop     *auth.DPoPVerifier
-	webhooks *webhook.Dispatcher
-	memory   *memory.Service
-	protocol *protocol.Service
-	http     *http.Server
-	metrics  *metrics.Metrics // nil without --metrics-addr
-	aux      []*auxServer     // the operator's listeners: metrics, pprof
-
-	stop context.CancelFunc // stops the background work
-	bg   sync.WaitGroup
+	logger  *slog.Logger
+	store   *pebblestore.Store
+	node    *countersign.Node
+	shops   *sandboxMerchants
+	http    *http.Server
+	metrics *metrics.Metrics // nil without --metrics-addr
+	aux     []*auxServer     // the operator's listeners: metrics, pprof
 }
 
 func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.Logger, stdout io.Writer) (s *server, err error) {
@@ -308,20 +286,25 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if err := writePublicFile(filepath.Join(cfg.data, recordPubFile), []byte(vkey+"\n")); err != nil {
 		return nil, fmt.Errorf("write record.pub: %w", err)
 	}
+	opts := &countersign.Options{
+		RecordKey: key, Origin: origin, BaseURL: baseURL, Sandbox: !cfg.production, Logger: logger,
+		StartData: map[string]any{"version": version},
+		Pay: countersign.PayOptions{DenyPayees: splitList(cfg.denyPayees), DenyAgents: splitList(cfg.denyAgents),
+			BreakerAfter: cfg.breakerAfter, ApprovalWindow: cfg.approvalWindow, IdempotencyRetention: cfg.idemRetention},
+		Memory: countersign.MemoryOptions{UntrustedSourceKinds: splitList(cfg.memoryUntrusted)},
+		RateLimit: countersign.RateLimitOptions{AgentRate: cfg.agentRate, AgentBurst: cfg.agentBurst,
+			AddrRate: cfg.addrRate, AddrBurst: cfg.addrBurst},
+	}
 
 	// Metrics only when someone can read them: otherwise requests and
 	// commits pay nothing for them.
 	var m *metrics.Metrics
 	storeOpts := &pebblestore.Options{Logger: logger}
-	auditOpts := &audit.Options{Origin: origin, Logger: logger}
-	dispatcherOpts := &webhook.DispatcherOptions{AllowLoopback: !cfg.production, Logger: logger}
-	var requestMetrics httpserver.Metrics // stays a nil interface without metrics
 	if cfg.metricsAddr != "" {
 		m = metrics.New(&metrics.Options{Logger: logger})
 		storeOpts.OnCommit = func(ci pebblestore.CommitInfo) { m.ObserveStoreCommit(ci.Txns, ci.Sync, ci.Err) }
-		auditOpts.Committed = m.ObserveEntries
-		dispatcherOpts.OnDelivery = m.ObserveWebhookDelivery
-		requestMetrics = m
+		opts.Metrics = m
+		opts.Webhook.OnDelivery = m.ObserveWebhookDelivery
 	}
 	st, err := pebblestore.Open(filepath.Join(cfg.data, storeDir), storeOpts)
 	if err != nil {
@@ -332,21 +315,19 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 			st.Close()
 		}
 	}()
-	lg, err := audit.Open(ctx, st, key, auditOpts)
-	if err != nil {
-		return nil, fmt.Errorf("open record: %w", err)
-	}
-	if err := recordStart(ctx, lg, cfg, baseURL, origin); err != nil {
-		return nil, fmt.Errorf("record start: %w", err)
-	}
-	keys := auth.New(st, lg, &auth.Options{Logger: logger})
+
+	// Files and keys on disk become Options.
 	opKeysPath := cfg.operatorKeys
 	if !cfg.production {
-		if err := provisionSandbox(ctx, cfg.data, keys); err != nil {
+		if err := provisionSandboxOperator(cfg.data); err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)
 		}
-		if err := writeSandboxFiles(cfg.data, baseURL, vkey); err != nil {
-			return nil, err
+		// The sandbox's agents, their credentials and mandates.
+		opts.Provision = func(ctx context.Context, keys *auth.Keys) error {
+			if err := provisionSandbox(ctx, cfg.data, keys); err != nil {
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			return nil
 		}
 		if opKeysPath == "" {
 			opKeysPath = filepath.Join(cfg.data, sandboxDirName, sandboxOperatorSet)
@@ -355,35 +336,9 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if opKeysPath == "" {
 		return nil, errors.New("--production needs --operator-keys FILE (a JWK Set of the operators' public keys)")
 	}
-	opKeys, err := loadOperatorKeys(opKeysPath)
-	if err != nil {
+	if opts.OperatorKeys, err = loadOperatorKeys(opKeysPath); err != nil {
 		return nil, err
 	}
-	// Refused operator requests: recorded one by one only for trusted
-	// keys (rate-limited per key), otherwise counted and summarised once
-	// per interval, so that no caller without a credential grows the record.
-	refusals, err := operator.NewRefusalJournal(lg, &operator.RefusalJournalOptions{
-		Logger: logger, RequestID: httpserver.RequestID,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if m != nil {
-		if err := m.WatchRefusals(refusals); err != nil {
-			return nil, err
-		}
-	}
-	opVerifier, err := operator.NewVerifier(st, opKeys, baseURL, &operator.VerifierOptions{
-		Logger: logger, OnRefused: refusals.Refused,
-	})
-	if err != nil {
-		return nil, err
-	}
-	mandates, err := pay.NewMandateVerifier(opKeys, nil)
-	if err != nil {
-		return nil, err
-	}
-	rails := &settle.Registry{}
 	if !cfg.production {
 		so := &fake.SandboxOptions{Store: st, SharedLog: true, UnknownOutcomeRate: cfg.sandboxUnknownRate}
 		if err := parseLatency(cfg.sandboxLatency, so); err != nil {
@@ -394,19 +349,19 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 			return nil, err
 		}
 		for _, r := range sandboxRails {
-			if err := rails.Register(r); err != nil {
-				return nil, err
-			}
+			opts.Rails = append(opts.Rails, r)
 		}
 	}
-	// Merchants are rails too: settling a purchase completes its checkout.
 	// One URL guard (package netguard) for merchants and counterparties:
 	// checked when a URL is accepted and at every connection. Sandbox mode
 	// admits loopback and http.
 	urls := netguard.Policy{AllowLoopback: !cfg.production, AllowHTTP: !cfg.production}
 	outbound := urls.Client(10 * time.Second)
-	merchants, err := openMerchants(ctx, cfg.merchants, outbound, urls)
-	if err != nil {
+	opts.URLs, opts.HTTPClient = &urls, outbound
+	opts.Connect = func(ctx context.Context, sp commerce.MerchantSpec) (cart.Merchant, error) {
+		return merchantClient(ctx, sp, outbound)
+	}
+	if opts.Merchants, err = openMerchants(ctx, cfg.merchants, outbound, urls); err != nil {
 		return nil, err
 	}
 	var sandboxShops *sandboxMerchants
@@ -419,136 +374,42 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 				sandboxShops.close()
 			}
 		}()
-		merchants = append(merchants, sandboxShops.configs...)
+		opts.Merchants = append(opts.Merchants, sandboxShops.configs...)
 	}
 	// One seal key protects every secret the server keeps to use again:
 	// webhook signing secrets and merchant credentials (each under its own
 	// derived key).
-	sealKey, err := loadSealKey(cfg.data, cfg.webhookSealKey, cfg.production)
+	if opts.SealKey, err = loadSealKey(cfg.data, cfg.webhookSealKey, cfg.production); err != nil {
+		return nil, err
+	}
+	if opts.Webhook.Schedule, err = parseSchedule(cfg.webhookSchedule); err != nil {
+		return nil, err
+	}
+	if opts.Protocol.Evidence, opts.Protocol.Insurance, err = readProtocolConfig(cfg.protocolConfig); err != nil {
+		return nil, err
+	}
+	if opts.Identity, err = identityOptions(cfg); err != nil {
+		return nil, err
+	}
+
+	node, err := countersign.Open(ctx, st, opts)
 	if err != nil {
 		return nil, err
 	}
-	shop, err := commerce.New(commerce.Options{Store: st, Log: lg, Logger: logger, Merchants: merchants,
-		SealKey: sealKey, URLs: urls,
-		Connect: func(ctx context.Context, sp commerce.MerchantSpec) (cart.Merchant, error) {
-			return merchantClient(ctx, sp, outbound)
-		}})
-	if err != nil {
-		return nil, err
+	defer func() {
+		if err != nil {
+			_ = node.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := writeIdentityFile(cfg.data, node.Identity()); err != nil {
+		return nil, fmt.Errorf("write %s: %w", identityPubFile, err)
 	}
-	for _, r := range shop.Rails() {
-		if err := rails.Register(r); err != nil {
+	if !cfg.production {
+		if err := writeSandboxFiles(cfg.data, baseURL, vkey); err != nil {
 			return nil, err
 		}
 	}
-	svc, err := pay.New(pay.Options{
-		Store: st, Log: lg, Rails: rails, Mandates: mandates, Logger: logger, BaseURL: baseURL,
-		DenyPayees: splitList(cfg.denyPayees), DenyAgents: splitList(cfg.denyAgents),
-		BreakerAfter: cfg.breakerAfter, ApprovalWindow: cfg.approvalWindow, IdempotencyRetention: cfg.idemRetention,
-	})
-	if err != nil {
-		return nil, err
-	}
-	shop.SetPay(svc)
-	// The protocol surface installs its effects on the money path before
-	// the reconciler may finish its intents. Its policy digest is the
-	// identity's, opened below.
-	var ident *servedIdentity
-	evidenceKeys, insurance, err := readProtocolConfig(cfg.protocolConfig)
-	if err != nil {
-		return nil, err
-	}
-	proto, err := protocol.New(protocol.Options{Store: st, Log: lg, Pay: svc, Mandates: mandates, Logger: logger,
-		PolicyDigest: func(ctx context.Context) (string, error) { return ident.PolicyDigest(ctx) },
-		Identity:     lazyIdentity{&ident}, Evidence: evidenceKeys, Insurance: insurance, BaseURL: baseURL})
-	if err != nil {
-		return nil, err
-	}
-	rep, err := svc.Reconcile(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
-	}
-	logger.InfoContext(ctx, "reconciled payments left settling",
-		slog.Int("settled", rep.Settled), slog.Int("failed", rep.Failed), slog.Int("stillSettling", rep.StillSettling))
-
-	limiter, err := auth.NewLimiter(&auth.LimiterOptions{Rate: cfg.agentRate, Burst: cfg.agentBurst})
-	if err != nil {
-		return nil, fmt.Errorf("--agent-rate/--agent-burst: %w", err)
-	}
-	addrLimiter, err := auth.NewLimiter(&auth.LimiterOptions{Rate: cfg.addrRate, Burst: cfg.addrBurst})
-	if err != nil {
-		return nil, fmt.Errorf("--addr-rate/--addr-burst: %w", err)
-	}
-	usage := auth.NewUsage(st, &auth.UsageOptions{Logger: logger})
-	dpop := auth.NewDPoPVerifier(st, &auth.DPoPOptions{Logger: logger})
-	hub := audit.NewHub(lg, &audit.HubOptions{Logger: logger})
-	endpoints, err := webhook.NewEndpoints(st, lg, &webhook.Options{SealKey: sealKey, AllowLoopbackHTTP: !cfg.production, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	schedule, err := parseSchedule(cfg.webhookSchedule)
-	if err != nil {
-		return nil, err
-	}
-	dispatcherOpts.Schedule = schedule
-	dispatcher, err := webhook.NewDispatcher(st, lg, endpoints, dispatcherOpts)
-	if err != nil {
-		return nil, err
-	}
-	if m != nil {
-		if err := m.WatchOutbox(dispatcher); err != nil {
-			return nil, err
-		}
-		if err := m.WatchHub(hub); err != nil {
-			return nil, err
-		}
-	}
-
-	mem, err := memory.New(memory.Options{Store: st, Log: lg, Mandates: mandates, SealKey: sealKey,
-		UntrustedSourceKinds: splitList(cfg.memoryUntrusted), Logger: logger})
-	if err != nil {
-		return nil, fmt.Errorf("--memory-untrusted-sources: %w", err)
-	}
-
-	model := product.Model()
-	ident, err = openIdentity(ctx, cfg, st, lg, svc, model, opKeys, baseURL, origin, logger, outbound,
-		merchantDirectory{svc: shop})
-	if err != nil {
-		return nil, err
-	}
-	// Every gate decision records the policy hash it was made under.
-	if digest, err := ident.PolicyDigest(ctx); err != nil {
-		logger.WarnContext(ctx, "no policy digest: decisions will not record one", slog.Any("error", err))
-	} else {
-		svc.SetPolicyHash(digest)
-	}
-	h, err := httpserver.New(httpserver.Config{
-		BaseURL:           baseURL,
-		Sandbox:           !cfg.production,
-		Logger:            logger,
-		Model:             model,
-		Audit:             lg,
-		AuditHub:          hub,
-		Webhooks:          endpoints,
-		WebhookDeliveries: dispatcher,
-		Authenticator:     httpserver.AgentAuthenticator{Keys: keys, DPoP: dpop, BaseURL: baseURL},
-		Limiter:           limiter,
-		AddrLimiter:       addrLimiter,
-		Usage:             usage,
-		Operators:         httpserver.OperatorAuth{Verifier: opVerifier},
-		Payments:          svc,
-		Operations:        svc,
-		AgentKeys:         keys,
-		Identity:          ident,
-		Commerce:          shop,
-		Memory:            mem,
-		Protocol:          proto,
-		Metrics:           requestMetrics,
-	})
-	if err != nil {
-		return nil, err
-	}
-	size, err := lg.Size(ctx)
+	size, err := node.Record().Size(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -558,24 +419,14 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		slog.Uint64("recordSize", size), slog.Bool("recordKeyGenerated", generated))
 	printBanner(stdout, cfg, baseURL, addr)
 
-	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	srv := &server{
-		logger:   logger,
-		store:    st,
-		log:      lg,
-		hub:      hub,
-		pay:      svc,
-		shops:    sandboxShops,
-		ops:      opVerifier,
-		refusals: refusals,
-		usage:    usage,
-		dpop:     dpop,
-		memory:   mem,
-		protocol: proto,
-		metrics:  m,
-		stop:     stop,
+		logger:  logger,
+		store:   st,
+		node:    node,
+		shops:   sandboxShops,
+		metrics: m,
 		http: &http.Server{
-			Handler:           h,
+			Handler:           node.Handler(),
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       60 * time.Second,
 			IdleTimeout:       120 * time.Second,
@@ -584,62 +435,8 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	}
 	// Record streams never go idle: end them when Shutdown starts, or it
 	// waits for them until its deadline.
-	srv.http.RegisterOnShutdown(func() { hub.Close() })
-	if err := dispatcher.Start(bgCtx); err != nil {
-		return nil, fmt.Errorf("webhook dispatcher: %w", err)
-	}
-	srv.webhooks = dispatcher
-	srv.bg.Add(2)
-	go srv.maintain(bgCtx)
-	go func() {
-		defer srv.bg.Done()
-		// Holds, meters, sessions and stakes due while the server was down
-		// are swept at once, then every 15 seconds.
-		proto.Run(bgCtx, 15*time.Second)
-	}()
+	srv.http.RegisterOnShutdown(func() { node.Stream().Close() })
 	return srv, nil
-}
-
-// maintain runs the periodic work of a server: finishing payments and
-// refunds whose rail gave no definite answer and no client retried,
-// summarising refused operator requests, expiring held payments past
-// their approval window, and forgetting idempotency records past their
-// retention.
-func (s *server) maintain(ctx context.Context) {
-	defer s.bg.Done()
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := s.pay.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "periodic reconcile", slog.Any("error", err))
-		}
-		// The refused operator requests that were only counted: at most
-		// one operator.refusals entry a minute (the ticker's period is
-		// operator.DefaultRefusalInterval).
-		if _, err := s.refusals.Flush(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "summarising refused operator requests", slog.Any("error", err))
-		}
-		if _, err := s.pay.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "approval expiry", slog.Any("error", err))
-		}
-		if _, err := s.dpop.SweepDPoP(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "DPoP replay-cache sweep", slog.Any("error", err))
-		}
-		if _, err := s.usage.SweepUsage(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "usage sweep", slog.Any("error", err))
-		}
-		if _, err := s.ops.SweepNonces(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "operator nonce sweep", slog.Any("error", err))
-		}
-		if _, err := s.pay.SweepIdempotency(ctx); err != nil && ctx.Err() == nil {
-			s.logger.ErrorContext(ctx, "idempotency sweep", slog.Any("error", err))
-		}
-	}
 }
 
 func splitList(s string) []string {
@@ -727,32 +524,17 @@ func (s *server) serve(ctx context.Context, ln net.Listener, drain time.Duration
 	return failed
 }
 
-// close flushes and closes the record and the store; it is safe to call
-// after serve returned.
+// close drains the node, stops the sandbox's merchants and closes the
+// store; it is safe to call after serve returned.
 func (s *server) close() {
-	s.hub.Close() // idempotent; serve may have returned without Shutdown
-	s.stop()
-	s.bg.Wait()
-	if s.webhooks != nil {
-		// Deliveries in flight finish or stay in the outbox for the next start.
-		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := s.webhooks.Close(dctx); err != nil {
-			s.logger.Error("closing the webhook dispatcher", slog.Any("error", err))
-		}
-		cancel()
-	}
-	// Requests have drained: write the usage counts and refusal counts
-	// still in memory.
-	uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	if err := s.refusals.Close(uctx); err != nil {
-		s.logger.Error("summarising refused operator requests", slog.Any("error", err))
-	}
-	if err := s.usage.Close(uctx); err != nil {
-		s.logger.Error("flushing usage counts", slog.Any("error", err))
+	// Deliveries in flight finish or stay in the outbox for the next start;
+	// counts still in memory are written.
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	if err := s.node.Close(ctx); err != nil {
+		s.logger.Error("closing the node", slog.Any("error", err))
 	}
 	cancel()
 	s.shops.close()
-	s.memory.WaitPurge() // erasures' physical purges finish before the store closes
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing store", slog.Any("error", err))
 	}
@@ -778,29 +560,6 @@ func printBanner(w io.Writer, cfg serveConfig, baseURL, addr string) {
 		fmt.Fprintf(w, "  sandbox:          keys, a credential, a mandate and a ready-to-run example are in %s\n",
 			filepath.Join(cfg.data, sandboxDirName, "README.txt"))
 	}
-}
-
-// recordStart appends a system.started entry: a restart can change how the
-// gate decides (configuration, keys), so it belongs in the record like any
-// other state change.
-func recordStart(ctx context.Context, lg *audit.Log, cfg serveConfig, baseURL, origin string) error {
-	data, err := json.Marshal(map[string]any{
-		"version": version,
-		"sandbox": !cfg.production,
-		"baseUrl": baseURL,
-		"origin":  origin,
-	})
-	if err != nil {
-		return err
-	}
-	return lg.Update(ctx, func(txn store.Txn) error {
-		_, err := lg.Append(txn, audit.Record{
-			Type:  "system.started",
-			Actor: audit.Actor{Kind: "system", ID: "countersign-serve"},
-			Data:  data,
-		})
-		return err
-	})
 }
 
 // loadSealKey returns the key that seals webhook signing secrets at rest:

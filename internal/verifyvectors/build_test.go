@@ -587,11 +587,9 @@ func newWorld(t testing.TB) *world {
 	}, op, "op-alice"); err != nil {
 		t.Fatal(err)
 	}
-	if w.pay, err = pay.New(pay.Options{Store: st, Log: l, Rails: rails, Mandates: mv, Now: c.Now, Logger: quiet()}); err != nil {
-		t.Fatal(err)
-	}
-	w.pay.SetPolicyHash("sha256:" + strings.Repeat("7e", 32))
-	if w.proto, err = protocol.New(protocol.Options{Store: st, Log: l, Pay: w.pay, Mandates: mv, Now: c.Now, Logger: quiet()}); err != nil {
+	if w.pay, err = pay.New(pay.Options{Store: st, Log: l, Rails: rails, Mandates: mv, Now: c.Now, Logger: quiet(),
+		Extensions:   []pay.Extension{protocol.Extension(protocol.Options{Store: st, Log: l, Mandates: mv, Now: c.Now, Logger: quiet()}, &w.proto)},
+		PolicyDigest: func(pay.Policy) string { return "sha256:" + strings.Repeat("7e", 32) }}); err != nil {
 		t.Fatal(err)
 	}
 	if w.mem, err = memory.New(memory.Options{Store: st, Log: l, Mandates: mv, Now: c.Now, Logger: quiet(),
