@@ -84,10 +84,11 @@ func Open(ctx context.Context, st store.Store, opts *Options) (n *Node, err erro
 	}
 	n = &Node{opts: o, st: st}
 	// maybeCleanUp: whatever was acquired before a failure is released.
+	// (The returns below set n to nil; the node is held here.)
+	acquired := n
 	defer func() {
 		if err != nil {
-			n.release()
-			n = nil
+			acquired.release()
 		}
 	}()
 
@@ -202,11 +203,10 @@ func (o *Options) defaults() error {
 		o.Identity.OperatorID = "sandbox-operator"
 	}
 	if len(o.Identity.Keys) == 0 {
-		_, k, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return err
-		}
-		o.Identity.Keys = []ed25519.PrivateKey{k}
+		// Derived from the record key, so that the same node reopened on
+		// the same store is the same identity.
+		seed := sha256.Sum256(append([]byte("countersign identity key v1\n"), o.RecordKey.Seed()...))
+		o.Identity.Keys = []ed25519.PrivateKey{ed25519.NewKeyFromSeed(seed[:])}
 	}
 	if o.Identity.NewKey == nil {
 		o.Identity.NewKey = func(context.Context) (ed25519.PrivateKey, error) {

@@ -120,11 +120,13 @@ type PayOptions struct {
 // IdentityOptions configures the node's ADP identity (package identity).
 type IdentityOptions struct {
 	// Keys are the identity's Ed25519 keys, the current one among them.
-	// Default: one generated on first open and lost on close (a sandbox
-	// identity); a deployment that keeps its identity passes its keys.
+	// Default: one key derived from RecordKey, so a node reopened on its
+	// store is the same identity. A deployment that rotates passes every
+	// key it has had, and a NewKey that keeps the new one.
 	Keys []ed25519.PrivateKey
 	// NewKey makes (and keeps) the next key of a rotation. Default: a
-	// fresh key kept only in memory.
+	// fresh key kept only in memory, so a node that rotated must be given
+	// its keys to open again.
 	NewKey func(context.Context) (ed25519.PrivateKey, error)
 	// Rotated, when set, is called after a rotation committed (the
 	// reference server republishes its public identity file).
