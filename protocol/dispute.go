@@ -151,11 +151,14 @@ func (s *Service) DeliveryRecord(ctx context.Context, call Call, req *DeliveryRe
 			}
 		}
 		now := s.clock()
-		d = DeliveryReport{ID: ids.New("dlv_"), Status: DeliveryRecorded, Subject: req.Subject, IntentID: subj.intentID,
+		d = DeliveryReport{ID: ids.New("dlv_"), Subject: req.Subject, IntentID: subj.intentID,
 			Agent: subj.intent.Agent, AgentKeyID: call.Agent.KeyID, Description: req.Description, EvidenceIDs: req.EvidenceIDs,
 			CreatedAt: now, UpdatedAt: now}
 		if d.EvidenceIDs == nil {
 			d.EvidenceIDs = []string{}
+		}
+		if err := deliveryMachine.move(&d.Status, stepRecord, DeliveryRecorded); err != nil {
+			return err
 		}
 		if err := txn.Set(deliveryBySubject(req.Subject), []byte(d.ID)); err != nil {
 			return err
@@ -197,8 +200,11 @@ func (s *Service) DeliveryAccept(ctx context.Context, call Call, req *DeliveryRe
 		if d.Status != DeliveryRecorded {
 			return fmt.Errorf("%w (it is %s)", errDeliveryState, d.Status)
 		}
+		if err := deliveryMachine.move(&d.Status, stepAccept, DeliveryAccepted); err != nil {
+			return err
+		}
 		now := s.clock()
-		d.Status, d.UpdatedAt, d.AcceptedAt = DeliveryAccepted, now, &now
+		d.UpdatedAt, d.AcceptedAt = now, &now
 		return s.putDelivery(txn, call, "protocol.delivery.accept", &d)
 	})
 	if err != nil {
@@ -371,9 +377,12 @@ func (s *Service) openDispute(ctx context.Context, call Call, subject string, in
 			return err
 		}
 		now := s.clock()
-		dsp = Dispute{ID: ids.New("dsp_"), Status: DisputeOpen, Subject: subject, IntentID: in.ID, Claimant: claimant,
+		dsp = Dispute{ID: ids.New("dsp_"), Subject: subject, IntentID: in.ID, Claimant: claimant,
 			ClaimantKeyID: in.AgentKeyID, Respondent: respondent, OpenedBy: "agent", Reason: reason,
 			Claim: pay.Amount{Minor: claim, Currency: in.Amount.Currency}, StakeID: stake, CreatedAt: now, UpdatedAt: now}
+		if err := disputeMachine.move(&dsp.Status, stepOpen, DisputeOpen); err != nil {
+			return err
+		}
 		if call.Operator != nil {
 			dsp.OpenedBy = "operator"
 		}
@@ -383,7 +392,10 @@ func (s *Service) openDispute(ctx context.Context, call Call, subject string, in
 				return err
 			}
 			dsp.DeliveryID = d.ID
-			d.Status, d.DisputeID, d.UpdatedAt = DeliveryDisputed, dsp.ID, now
+			if err := deliveryMachine.move(&d.Status, stepDispute, DeliveryDisputed); err != nil {
+				return err
+			}
+			d.DisputeID, d.UpdatedAt = dsp.ID, now
 			typ := "protocol.delivery.dispute"
 			if err := s.putDelivery(txn, call, typ, &d); err != nil {
 				return err
@@ -537,7 +549,9 @@ func (s *Service) DisputeRespond(ctx context.Context, call Call, req *DisputeRes
 		if ev == nil {
 			ev = []string{}
 		}
-		d.Status = DisputeResponded
+		if err := disputeMachine.move(&d.Status, stepRespond, DisputeResponded); err != nil {
+			return err
+		}
 		d.Response = &DisputeResponse{Text: req.Text, EvidenceIDs: ev, AgentKeyID: call.Agent.KeyID, At: s.clock()}
 		return nil
 	})
@@ -627,7 +641,10 @@ func (s *Service) DisputeResolve(ctx context.Context, call Call, req *DisputeRes
 			return err
 		}
 		res.Claims = claims
-		d.Status, d.Resolution = DisputeResolved, res
+		if err := disputeMachine.move(&d.Status, stepResolve, DisputeResolved); err != nil {
+			return err
+		}
+		d.Resolution = res
 		return nil
 	})
 	if err != nil {
