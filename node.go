@@ -268,7 +268,7 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		return fmt.Errorf("countersign: commerce: %w", err)
 	}
 	model := product.Model()
-	surfaces := pay.ExtensionFunc(func(svc *pay.Service) (pay.Attachment, error) {
+	surfaces := pay.ExtensionFunc(func(svc *pay.Service, books *pay.Books) (pay.Attachment, error) {
 		id := o.Identity
 		src := identity.Sources{
 			Policy: svc.Policy, Mandates: svc.Mandates, Operations: model.Operations(),
@@ -286,7 +286,7 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		}
 		return protocol.Extension(protocol.Options{Store: n.st, Log: n.log, Mandates: mandates, Now: o.Now,
 			Logger: o.Logger, PolicyDigest: n.ident.PolicyDigest, Identity: n.ident,
-			Evidence: o.Protocol.Evidence, Insurance: o.Protocol.Insurance, BaseURL: o.BaseURL}, &n.proto).Attach(svc)
+			Evidence: o.Protocol.Evidence, Insurance: o.Protocol.Insurance, BaseURL: o.BaseURL}, &n.proto).Attach(svc, books)
 	})
 	origin := o.Origin
 	if n.pay, err = pay.New(pay.Options{

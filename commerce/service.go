@@ -8,7 +8,7 @@
 // returns the priced [cart.Cart]; it moves no money and is recorded as a
 // commerce.quote entry with the cart's digest. [Service.Buy] re-reads (or
 // opens) the session and, only when the merchant says it is ready to pay,
-// authorises the cart's total through [pay.Service.AuthorizeSigned]: the
+// authorises the cart's total through [pay.Books.Authorize]: the
 // agent signed the purchase (which names no amount), the server builds the
 // instruction with payee "merchant:<id>" and the priced total, and the gate,
 // the idempotency (in the buy namespace), the record and two-phase
@@ -194,7 +194,7 @@ type Service struct {
 
 	mu        sync.RWMutex // guards merchants and pay
 	merchants map[string]cart.Merchant
-	pay       *pay.Service
+	pay       *pay.Books // the money path, from Attach
 }
 
 // New returns a service over the configured merchants and those operators
@@ -237,13 +237,13 @@ func New(opts Options) (*Service, error) {
 // service, and purchases pay through the money path, so the cycle is
 // broken here: pass the service in pay.Options.Extensions, and pay.New
 // registers the rails and hands over the money path, once.
-func (s *Service) Attach(p *pay.Service) (pay.Attachment, error) {
+func (s *Service) Attach(_ *pay.Service, b *pay.Books) (pay.Attachment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pay != nil {
 		return pay.Attachment{}, errors.New("commerce: attached to a money path already")
 	}
-	s.pay = p
+	s.pay = b
 	return pay.Attachment{Rails: s.rails()}, nil
 }
 
@@ -480,7 +480,7 @@ func (s *Service) Buy(ctx context.Context, c pay.Caller, p PurchaseRequest, head
 	// metadata), in the decision's own transaction.
 	meta := map[string]string{"merchant": p.Merchant, "cart": ct.ID, "rail": p.Rail, "version": m.Version(),
 		"merchantStatus": ct.RawStatus, "cartDigest": cartDigest(&ct)}
-	res, err := money.AuthorizeSigned(ctx, pay.RouteBuy, c, in,
+	res, err := money.Authorize(ctx, pay.RouteBuy, c, in,
 		pay.Signed{Type: PurchaseType, Bytes: signed, Digest: dig, Metadata: meta}, headerKey, requestID)
 	if err != nil {
 		return nil, err

@@ -250,7 +250,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		ident *identity.Service
 		proto *protocol.Service
 	)
-	surfaces := pay.ExtensionFunc(func(svc *pay.Service) (pay.Attachment, error) {
+	surfaces := pay.ExtensionFunc(func(svc *pay.Service, books *pay.Books) (pay.Attachment, error) {
 		var err error
 		ident, err = identity.Open(t.Context(), identity.Options{
 			Store: st, Log: lg, Keys: []ed25519.PrivateKey{k.identity}, Now: matrixClock, Logger: quiet,
@@ -265,7 +265,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 			return pay.Attachment{}, err
 		}
 		return protocol.Extension(protocol.Options{Store: st, Log: lg, Mandates: mandates, Now: matrixClock, Logger: quiet,
-			PolicyDigest: ident.PolicyDigest, Identity: ident, BaseURL: matrixBase}, &proto).Attach(svc)
+			PolicyDigest: ident.PolicyDigest, Identity: ident, BaseURL: matrixBase}, &proto).Attach(svc, books)
 	})
 	svc, err := pay.New(pay.Options{
 		Store: st, Log: lg, Rails: rails, Mandates: mandates, Now: matrixClock, Logger: quiet, BaseURL: matrixBase,

@@ -115,17 +115,17 @@ func (s *Service) changed(txn store.Txn, in *Intent, step Step, requestID string
 	return nil
 }
 
-// AppendIntentEntry appends an entry about an intent inside txn and
+// appendIntentEntry appends an entry about an intent inside txn and
 // indexes it under the intent, so GET /intents/{id}/events pages it with
 // pay's own: another package's entries about an intent (the protocol
 // surface's) go through it.
-func (s *Service) AppendIntentEntry(txn store.Txn, r audit.Record) (audit.Entry, error) {
+func (s *Service) appendIntentEntry(txn store.Txn, r audit.Record) (audit.Entry, error) {
 	return s.append(txn, r)
 }
 
-// IntentEntrySeqs returns the sequence numbers of the entries about an
+// intentEntrySeqs returns the sequence numbers of the entries about an
 // intent, oldest first.
-func IntentEntrySeqs(r store.Reader, id string) ([]uint64, error) {
+func intentEntrySeqs(r store.Reader, id string) ([]uint64, error) {
 	prefix := []byte(keyIntentEvents + id + "/")
 	it := r.Iterate(prefix, store.PrefixEnd(prefix), false)
 	var out []uint64

@@ -55,7 +55,7 @@ const (
 	HoldPhaseDone       = "done"       // captured, voided, expired or failed
 )
 
-// HoldOptions ask [Service.AuthorizeSigned] for a hold instead of a
+// HoldOptions ask [Service.authorizeSigned] for a hold instead of a
 // settlement (in [Signed.Hold]).
 type HoldOptions struct {
 	// TTL is how long the hold lasts once authorized; the expiry sweep
@@ -286,13 +286,13 @@ type CaptureRequest struct {
 	IdempotencyKey string
 }
 
-// Capture settles part or all of an authorized hold of the caller's agent
+// captureHold settles part or all of an authorized hold of the caller's agent
 // key, through the same two-phase settlement as a payment. within, when
 // not nil, runs inside the transaction that starts the capture (the
 // protocol surface records its own entry there). The kill switch stops a
 // capture (ErrFrozen, nothing changed), and so does a revoked mandate or
 // agent identity.
-func (s *Service) Capture(ctx context.Context, c Caller, req CaptureRequest, requestID string, within func(store.Txn, *Intent) error) (*Result, error) {
+func (s *Service) captureHold(ctx context.Context, c Caller, req CaptureRequest, requestID string, within func(store.Txn, *Intent) error) (*Result, error) {
 	var (
 		toSettle *Intent
 		replay   *Intent
@@ -408,11 +408,6 @@ func (s *Service) captureOutcome(in *Intent) (*Result, error) {
 	return nil, fmt.Errorf("pay: capture of %s is %s without an outcome", in.ID, in.Status)
 }
 
-// StillAuthorized is what a capture re-checks before money moves (see
-// stillAuthorized), for a caller that must refuse before changing its own
-// state: the meter's close.
-func (s *Service) StillAuthorized(r store.Reader, in *Intent) error { return s.stillAuthorized(r, in) }
-
 // stillAuthorized re-checks, before money moves, what the gate checked
 // when the hold was placed and may have changed since: the kill switch,
 // the mandate's and the agent's revocation, the mandate's expiry.
@@ -460,11 +455,11 @@ func (s *Service) settleHold(ctx context.Context, in *Intent, requestID string) 
 	return s.finish(ctx, in, nil, st, closedAsDecline(err), requestID)
 }
 
-// Void releases an authorized hold of the caller's agent key without
+// voidHold releases an authorized hold of the caller's agent key without
 // capturing it: the reservation goes back to the mandate's budget and, on
 // a rail that authorizes, the rail's hold is voided first. within, when
 // not nil, runs inside the transaction that records it.
-func (s *Service) Void(ctx context.Context, c Caller, intentID, requestID string, within func(store.Txn, *Intent) error) (*Intent, error) {
+func (s *Service) voidHold(ctx context.Context, c Caller, intentID, requestID string, within func(store.Txn, *Intent) error) (*Intent, error) {
 	in, err := s.readIntent(ctx, intentID)
 	if err != nil {
 		return nil, err

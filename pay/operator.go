@@ -407,15 +407,15 @@ type refundData struct {
 // finished by retrying the same refund (Reconcile does) and never paid
 // twice; while one is unresolved, no other refund of the intent starts.
 func (s *Service) Refund(ctx context.Context, req RefundRequest, call OperatorCall) (*RefundResult, error) {
-	return s.RefundWithin(ctx, req, call, nil)
+	return s.refundWithin(ctx, req, call, nil)
 }
 
-// RefundWithin is Refund with within run inside the transaction that
+// refundWithin is Refund with within run inside the transaction that
 // starts the refund, after the refund is minted and before it is stored:
 // another package's books move with it (a dispute's resolution marks its
 // refund started), and an error from within refuses the refund with
 // nothing written.
-func (s *Service) RefundWithin(ctx context.Context, req RefundRequest, call OperatorCall, within func(store.Txn, *Intent, Refund) error) (*RefundResult, error) {
+func (s *Service) refundWithin(ctx context.Context, req RefundRequest, call OperatorCall, within func(store.Txn, *Intent, Refund) error) (*RefundResult, error) {
 	var (
 		in       *Intent
 		pending  Refund

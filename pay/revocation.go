@@ -41,11 +41,11 @@ type RevocationEvent struct {
 	Rationale string    `json:"rationale"`
 }
 
-// RevokeIdentity revokes an agent identity (64 lower-case hex digits) for
+// revokeIdentity revokes an agent identity (64 lower-case hex digits) for
 // good. Revoking twice returns the first revocation and changes nothing.
 // within runs in the same transaction when the revocation is new (the
 // protocol surface records it there).
-func (s *Service) RevokeIdentity(ctx context.Context, agent string, call OperatorCall, within func(store.Txn, IdentityRevocation) error) (IdentityRevocation, bool, error) {
+func (s *Service) revokeIdentity(ctx context.Context, agent string, call OperatorCall, within func(store.Txn, IdentityRevocation) error) (IdentityRevocation, bool, error) {
 	if !isAgentID(agent) {
 		return IdentityRevocation{}, false, malformed(FieldError{Field: "agent", Rule: "hexadecimal", Message: "must be 64 lower-case hex digits (an Ed25519 public key)"})
 	}

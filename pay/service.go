@@ -124,17 +124,17 @@ type Options struct {
 // and read it ([Service.Policy], [Service.Mandates]) but must not pay
 // through it before New returns.
 type Extension interface {
-	Attach(s *Service) (Attachment, error)
+	Attach(s *Service, b *Books) (Attachment, error)
 }
 
 // ExtensionFunc is a function used as an [Extension]: for a program that
 // builds, inside the attach, what needs the money path first (the
 // reference node opens the identity, which discloses the gate's policy,
 // then the protocol surface, which signs with that identity).
-type ExtensionFunc func(s *Service) (Attachment, error)
+type ExtensionFunc func(s *Service, b *Books) (Attachment, error)
 
-// Attach calls f(s).
-func (f ExtensionFunc) Attach(s *Service) (Attachment, error) { return f(s) }
+// Attach calls f(s, b).
+func (f ExtensionFunc) Attach(s *Service, b *Books) (Attachment, error) { return f(s, b) }
 
 // Attachment is what an [Extension] brings to the money path.
 type Attachment struct {
@@ -235,7 +235,7 @@ func New(opts Options) (*Service, error) {
 		if ext == nil {
 			return nil, fmt.Errorf("pay: Options.Extensions[%d] is nil", i)
 		}
-		att, err := ext.Attach(s)
+		att, err := ext.Attach(s, &Books{s: s})
 		if err != nil {
 			return nil, fmt.Errorf("pay: attaching extension %d (%T): %w", i, ext, err)
 		}
@@ -300,15 +300,7 @@ func (s *Service) Pay(ctx context.Context, c Caller, body []byte, headerKey, req
 // PayInstruction runs an already decoded instruction; embedders that build
 // instructions in Go call it directly. See Pay.
 func (s *Service) PayInstruction(ctx context.Context, c Caller, in *Instruction, headerKey, requestID string) (*Result, error) {
-	return s.Authorize(ctx, RoutePay, c, in, headerKey, requestID)
-}
-
-// Authorize runs an instruction through the gate, the record and
-// settlement under the idempotency namespace of route. It is the one money
-// path: /pay uses it directly and /buy, through [Service.AuthorizeSigned],
-// with the cart's priced total.
-func (s *Service) Authorize(ctx context.Context, route Route, c Caller, in *Instruction, headerKey, requestID string) (*Result, error) {
-	return s.AuthorizeSigned(ctx, route, c, in, Signed{}, headerKey, requestID)
+	return s.authorizeSigned(ctx, RoutePay, c, in, Signed{}, headerKey, requestID)
 }
 
 // Signed describes a request the agent signed in another form than a
@@ -329,16 +321,20 @@ type Signed struct {
 	// It must not hold secrets.
 	Metadata map[string]string
 	// Hold, when set, asks for a hold instead of a settlement: on allow (or
-	// approval) the intent is authorized and waits for [Service.Capture]
-	// or [Service.Void].
+	// approval) the intent is authorized and waits for [Books.Capture]
+	// or [Books.Void].
 	Hold *HoldOptions
 }
 
-// AuthorizeSigned is [Service.Authorize] for an instruction built by the
-// server from a request the agent signed as sg describes: the same
-// structure check, the same mandate and envelope checks (against sg's
-// signature), the same gate, record, idempotency and two-phase settlement.
-func (s *Service) AuthorizeSigned(ctx context.Context, route Route, c Caller, in *Instruction, sg Signed, headerKey, requestID string) (*Result, error) {
+// authorizeSigned runs an instruction through the gate, the record and
+// settlement under the idempotency namespace of route: the one money
+// path. /pay comes through PayInstruction (sg zero: the agent signed the
+// instruction itself); extensions through [Books.Authorize], with an
+// instruction built from a request the agent signed as sg describes: the
+// same structure check, the same mandate and envelope checks (against
+// sg's signature), the same gate, record, idempotency and two-phase
+// settlement.
+func (s *Service) authorizeSigned(ctx context.Context, route Route, c Caller, in *Instruction, sg Signed, headerKey, requestID string) (*Result, error) {
 	if err := in.Check(); err != nil {
 		return nil, s.refuse(ctx, c, route, in, "structure", err, requestID)
 	}

@@ -52,7 +52,7 @@ type Session struct {
 	Purpose     string    `json:"purpose,omitempty"`
 }
 
-// OpenSession is what [Service.OpenSession] needs.
+// OpenSession is what [Service.openSession] needs.
 type OpenSession struct {
 	ID          string // minted by the caller ("ses_...")
 	Mandate     string // the mandate token
@@ -64,11 +64,11 @@ type OpenSession struct {
 // MaxSessionTTL bounds a session's lifetime.
 const MaxSessionTTL = 30 * 24 * time.Hour
 
-// OpenSession verifies the mandate and opens a session under it for the
+// openSession verifies the mandate and opens a session under it for the
 // caller's agent key. The budget may not exceed the mandate's period cap,
 // and the session ends at the latest when the mandate expires. within runs
 // in the same transaction (the protocol surface records the opening).
-func (s *Service) OpenSession(ctx context.Context, c Caller, req OpenSession, within func(store.Txn, *Session) error) (*Session, error) {
+func (s *Service) openSession(ctx context.Context, c Caller, req OpenSession, within func(store.Txn, *Session) error) (*Session, error) {
 	m, err := s.mandates.Verify(req.Mandate)
 	if err != nil {
 		return nil, err
@@ -142,10 +142,10 @@ func (s *Service) GetSession(ctx context.Context, c Caller, id string) (*Session
 	return out, nil
 }
 
-// CloseSession closes an open session of the caller's agent key: later
+// closeSession closes an open session of the caller's agent key: later
 // instructions naming it are denied; intents already under it finish as
 // they would have. within runs in the same transaction.
-func (s *Service) CloseSession(ctx context.Context, c Caller, id string, within func(store.Txn, *Session) error) (*Session, error) {
+func (s *Service) closeSession(ctx context.Context, c Caller, id string, within func(store.Txn, *Session) error) (*Session, error) {
 	var out *Session
 	err := s.log.Update(ctx, func(txn store.Txn) error {
 		out = nil
@@ -184,10 +184,10 @@ func (s *Service) endSession(txn store.Txn, ses *Session, status string) error {
 	return putSession(txn, ses)
 }
 
-// ExpireSessions moves every open session whose lifetime has passed to
+// expireSessions moves every open session whose lifetime has passed to
 // expired, calling within for each in the same transaction, and returns
 // how many. The protocol scheduler runs it.
-func (s *Service) ExpireSessions(ctx context.Context, within func(store.Txn, *Session) error) (int, error) {
+func (s *Service) expireSessions(ctx context.Context, within func(store.Txn, *Session) error) (int, error) {
 	n := 0
 	err := s.log.Update(ctx, func(txn store.Txn) error {
 		n = 0

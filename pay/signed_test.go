@@ -31,11 +31,11 @@ func TestAuthorizeSigned(t *testing.T) {
 		{"wrong type", build("svc-intent+jws", signedBytes)},
 		{"other bytes", build(typ, []byte(`{"buy":"sku-2"}`))},
 	} {
-		if _, err := h.svc.AuthorizeSigned(ctx, RouteBuy, h.caller, tc.in, sg, "", "req"); !errors.Is(err, ErrUnauthorized) {
+		if _, err := h.svc.authorizeSigned(ctx, RouteBuy, h.caller, tc.in, sg, "", "req"); !errors.Is(err, ErrUnauthorized) {
 			t.Errorf("%s: %v, want an unauthorized envelope", tc.name, err)
 		}
 	}
-	res, err := h.svc.AuthorizeSigned(ctx, RouteBuy, h.caller, build(typ, signedBytes), sg, "", "req")
+	res, err := h.svc.authorizeSigned(ctx, RouteBuy, h.caller, build(typ, signedBytes), sg, "", "req")
 	if err != nil || res.Outcome != OutcomeSettled {
 		t.Fatalf("%v %+v", err, res)
 	}
@@ -45,13 +45,13 @@ func TestAuthorizeSigned(t *testing.T) {
 	}
 	// The same purchase again replays, even though the server built the
 	// instruction anew; another body under the same key conflicts.
-	again, err := h.svc.AuthorizeSigned(ctx, RouteBuy, h.caller, build(typ, signedBytes), sg, "", "req2")
+	again, err := h.svc.authorizeSigned(ctx, RouteBuy, h.caller, build(typ, signedBytes), sg, "", "req2")
 	if err != nil || !again.Replayed || again.IntentID != res.IntentID {
 		t.Fatalf("replay: %v %+v", err, again)
 	}
 	other := sg
 	other.Digest = "another purchase"
-	if _, err := h.svc.AuthorizeSigned(ctx, RouteBuy, h.caller, build(typ, signedBytes), other, "", "req3"); !errors.Is(err, ErrIdempotencyConflict) {
+	if _, err := h.svc.authorizeSigned(ctx, RouteBuy, h.caller, build(typ, signedBytes), other, "", "req3"); !errors.Is(err, ErrIdempotencyConflict) {
 		t.Errorf("a different purchase under the same key: %v", err)
 	}
 	// The /pay namespace is separate: the same key pays anew there.

@@ -224,7 +224,7 @@ func TestTransitionsReachable(t *testing.T) {
 			MandateID: held.MandateID, Acknowledged: true}, opCall("op-alice"))
 	}
 	hold := func(h *harness, key string, minor int64) (*Result, error) {
-		return h.svc.AuthorizeSigned(ctx, RoutePay, h.caller, h.instruction(key, minor, nil),
+		return h.svc.authorizeSigned(ctx, RoutePay, h.caller, h.instruction(key, minor, nil),
 			Signed{Hold: &HoldOptions{TTL: time.Hour}}, "", "req_"+key)
 	}
 
@@ -284,9 +284,9 @@ func TestTransitionsReachable(t *testing.T) {
 		h := newHarness(t, harnessConfig{})
 		watch(h)
 		a := must(t, OutcomeAuthorized)(hold(h, "h1", 1000))
-		must(t, OutcomeSettled)(h.svc.Capture(ctx, h.caller, CaptureRequest{IntentID: a.IntentID, Minor: 600, IdempotencyKey: "c1"}, "req_c1", nil))
+		must(t, OutcomeSettled)(h.svc.captureHold(ctx, h.caller, CaptureRequest{IntentID: a.IntentID, Minor: 600, IdempotencyKey: "c1"}, "req_c1", nil))
 		a = must(t, OutcomeAuthorized)(hold(h, "h2", 1000))
-		if _, err := h.svc.Void(ctx, h.caller, a.IntentID, "req_v", nil); err != nil {
+		if _, err := h.svc.voidHold(ctx, h.caller, a.IntentID, "req_v", nil); err != nil {
 			t.Fatal(err)
 		}
 		held := must(t, OutcomeHeld)(hold(h, "h3", 20_000)).Held

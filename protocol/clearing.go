@@ -189,7 +189,7 @@ func (s *Service) clear(ctx context.Context, call Call, oblID string, auto bool)
 		return s.clearRefused(c, obligationOpen(in, s.clock()), auto)
 	}
 	agent := pay.Caller{KeyID: in.AgentKeyID}
-	res, err := s.pay.Capture(ctx, agent, pay.CaptureRequest{IntentID: in.ID, Minor: in.Amount.Minor, IdempotencyKey: clearingCaptureKey}, call.RequestID,
+	res, err := s.books.Capture(ctx, agent, pay.CaptureRequest{IntentID: in.ID, Minor: in.Amount.Minor, IdempotencyKey: clearingCaptureKey}, call.RequestID,
 		func(txn store.Txn, cur *pay.Intent) error {
 			o := obligationOf(cur, nil)
 			id, err := admissible(txn, oblID, o.EvidenceFloor)

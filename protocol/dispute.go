@@ -322,7 +322,7 @@ func (s *Service) readIntent(ctx context.Context, id string) (*pay.Intent, error
 	var in *pay.Intent
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
-		in, err = pay.GetIntent(r, id)
+		in, err = s.books.Intent(r, id)
 		return err
 	})
 	return in, err
@@ -452,7 +452,7 @@ func (s *Service) DisputeGet(ctx context.Context, call Call, req *DisputeRef) (*
 		if err := readDispute(r, call, req.DisputeID, &d); err != nil {
 			return err
 		}
-		return refundView(r, &d)
+		return s.refundView(r, &d)
 	})
 	if err != nil {
 		return nil, err
@@ -461,12 +461,12 @@ func (s *Service) DisputeGet(ctx context.Context, call Call, req *DisputeRef) (*
 }
 
 // refundView reads a started refund's outcome from its intent.
-func refundView(r store.Reader, d *Dispute) error {
+func (s *Service) refundView(r store.Reader, d *Dispute) error {
 	res := d.Resolution
 	if res == nil || res.RefundStatus != RefundStarted {
 		return nil
 	}
-	in, err := pay.GetIntent(r, d.IntentID)
+	in, err := s.books.Intent(r, d.IntentID)
 	if err != nil {
 		return err
 	}
@@ -513,7 +513,7 @@ func (s *Service) DisputeList(ctx context.Context, call Call, req *DisputeListRe
 			if req.Status != "" && d.Status != req.Status {
 				return d, false, nil
 			}
-			return d, true, refundView(r, &d)
+			return d, true, s.refundView(r, &d)
 		})
 	if err != nil {
 		return nil, err
@@ -608,7 +608,7 @@ func (s *Service) DisputeResolve(ctx context.Context, call Call, req *DisputeRes
 			return fmt.Errorf("%w: no stake is named by the subject's terms", errDisputeInvalid)
 		}
 		if refund > 0 {
-			in, err := pay.GetIntent(txn, d.IntentID)
+			in, err := s.books.Intent(txn, d.IntentID)
 			if err != nil {
 				return err
 			}
@@ -707,7 +707,7 @@ func (s *Service) executeRefund(ctx context.Context, id string) error {
 	oc := pay.OperatorCall{Operator: res.Operator, RequestID: ids.New(ids.Request), Rationale: "dispute " + d.ID + " resolved for the claimant: " + res.Rationale}
 	call := OperatorCall(oc)
 	amount := res.RefundMinor
-	_, err := s.pay.RefundWithin(ctx, pay.RefundRequest{IntentID: d.IntentID, AmountMinor: &amount, Rationale: oc.Rationale}, oc,
+	_, err := s.books.Refund(ctx, pay.RefundRequest{IntentID: d.IntentID, AmountMinor: &amount, Rationale: oc.Rationale}, oc,
 		func(txn store.Txn, _ *pay.Intent, p pay.Refund) error {
 			var cur Dispute
 			if err := getJSON(txn, disputeKey(id), &cur); err != nil {

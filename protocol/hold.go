@@ -208,7 +208,7 @@ func (s *Service) HoldCapture(ctx context.Context, call Call, req *HoldCaptureRe
 	}); err != nil {
 		return nil, err
 	}
-	res, err := s.pay.Capture(ctx, *call.Agent, pay.CaptureRequest{IntentID: intentID, Minor: req.AmountMinor, IdempotencyKey: req.IdempotencyKey}, call.RequestID,
+	res, err := s.books.Capture(ctx, *call.Agent, pay.CaptureRequest{IntentID: intentID, Minor: req.AmountMinor, IdempotencyKey: req.IdempotencyKey}, call.RequestID,
 		func(txn store.Txn, _ *pay.Intent) error {
 			return bindKey(txn, call, "hold.capture", req.IdempotencyKey, req.HoldID)
 		})
@@ -242,7 +242,7 @@ func (s *Service) HoldRelease(ctx context.Context, call Call, req *HoldRef) (*Ho
 	if err := s.ownRoute(ctx, call, intentID, routeHoldPlace); err != nil {
 		return nil, err
 	}
-	in, err := s.pay.Void(ctx, *call.Agent, intentID, call.RequestID, nil)
+	in, err := s.books.Void(ctx, *call.Agent, intentID, call.RequestID, nil)
 	if err != nil {
 		return nil, notHoldAsNotFound(err)
 	}
@@ -276,7 +276,7 @@ func (s *Service) entrySeqs(ctx context.Context, intentID string) ([]uint64, err
 	var seqs []uint64
 	err := s.st.View(ctx, func(r store.Reader) error {
 		var err error
-		seqs, err = pay.IntentEntrySeqs(r, intentID)
+		seqs, err = s.books.IntentEntrySeqs(r, intentID)
 		return err
 	})
 	return seqs, err

@@ -239,11 +239,11 @@ func (s *Service) InsuranceBind(ctx context.Context, call Call, req *InsuranceBi
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		in, err := pay.GetIntent(txn, res.IntentID)
+		in, err := s.books.Intent(txn, res.IntentID)
 		if err != nil {
 			return err
 		}
-		seqs, err := pay.IntentEntrySeqs(txn, in.ID)
+		seqs, err := s.books.IntentEntrySeqs(txn, in.ID)
 		if err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func (s *Service) bindAdmit(txn store.Txn, in *pay.Intent) (*gate.Reason, error)
 	if id, ok := prefixID(subject, "obl_", "int_"); ok {
 		subjIntent = id
 	}
-	sub, err := pay.GetIntent(txn, subjIntent)
+	sub, err := s.books.Intent(txn, subjIntent)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ func (s *Service) bindAdmit(txn store.Txn, in *pay.Intent) (*gate.Reason, error)
 	}
 	k := policyBySubject(subject)
 	if b, err := txn.Get(k); err == nil {
-		prior, err := pay.GetIntent(txn, string(b))
+		prior, err := s.books.Intent(txn, string(b))
 		if err != nil {
 			return nil, err
 		}
@@ -339,7 +339,7 @@ func (s *Service) InsuranceGet(ctx context.Context, call Call, req *PolicyRef) (
 	}
 	var p InsurancePolicy
 	err = s.st.View(ctx, func(r store.Reader) error {
-		seqs, err := pay.IntentEntrySeqs(r, in.ID)
+		seqs, err := s.books.IntentEntrySeqs(r, in.ID)
 		if err != nil {
 			return err
 		}
@@ -420,7 +420,7 @@ func (s *Service) ClaimFile(ctx context.Context, call Call, req *ClaimFileReques
 	}
 	var c Claim
 	err = s.log.Update(ctx, func(txn store.Txn) error {
-		cur, err := pay.GetIntent(txn, in.ID)
+		cur, err := s.books.Intent(txn, in.ID)
 		if err != nil {
 			return err
 		}
@@ -519,7 +519,7 @@ func (s *Service) settleClaims(txn store.Txn, call Call, dsp string, forClaimant
 // pool is short.
 func (s *Service) makePayable(txn store.Txn, call Call, c *Claim) error {
 	polIntent, _ := prefixID(c.PolicyID, "pol_", "int_")
-	in, err := pay.GetIntent(txn, polIntent)
+	in, err := s.books.Intent(txn, polIntent)
 	if err != nil {
 		return err
 	}

@@ -285,7 +285,7 @@ func MeterChainHead(lines []UsageLine) string {
 }
 
 func (s *Service) meterIn(r store.Reader, call Call, meterID, intentID string) (*pay.Intent, *meterState, error) {
-	in, err := pay.GetIntent(r, intentID)
+	in, err := s.books.Intent(r, intentID)
 	if err != nil || in.AgentKeyID != call.Agent.KeyID || in.Route != routeMeterOpen {
 		if err != nil && !errors.Is(err, pay.ErrIntentNotFound) {
 			return nil, nil, err
@@ -350,7 +350,7 @@ func (s *Service) MeterClose(ctx context.Context, call Call, req *MeterCloseRequ
 		if st.Units > 0 {
 			// Refuse here what the capture would refuse, before accrual
 			// stops: a refused close changes nothing.
-			if err := s.pay.StillAuthorized(txn, in); err != nil {
+			if err := s.books.StillAuthorized(txn, in); err != nil {
 				return err
 			}
 		}
@@ -374,12 +374,12 @@ func (s *Service) MeterClose(ctx context.Context, call Call, req *MeterCloseRequ
 			out.replayed = true
 			return out, nil
 		}
-		if _, err := s.pay.Void(ctx, *call.Agent, intentID, call.RequestID, nil); err != nil {
+		if _, err := s.books.Void(ctx, *call.Agent, intentID, call.RequestID, nil); err != nil {
 			return nil, err
 		}
 		return out, nil
 	}
-	res, err := s.pay.Capture(ctx, *call.Agent, pay.CaptureRequest{IntentID: intentID, Minor: out.AccruedMinor, IdempotencyKey: req.IdempotencyKey}, call.RequestID, nil)
+	res, err := s.books.Capture(ctx, *call.Agent, pay.CaptureRequest{IntentID: intentID, Minor: out.AccruedMinor, IdempotencyKey: req.IdempotencyKey}, call.RequestID, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +407,7 @@ func (s *Service) MeterGet(ctx context.Context, call Call, req *MeterRef) (*Mete
 		if err != nil {
 			return err
 		}
-		seqs, err := pay.IntentEntrySeqs(r, intentID)
+		seqs, err := s.books.IntentEntrySeqs(r, intentID)
 		if err != nil {
 			return err
 		}

@@ -190,7 +190,7 @@ func TestNegotiateOffer(t *testing.T) {
 func TestNegotiateNoIdentity(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	svc, err := newService(Options{Store: h.st, Log: h.log, Mandates: mustVerifier(t, h), Now: h.clock.Now,
-		Logger: slog.New(slog.DiscardHandler), Evidence: h.ev.keys()}, h.pay)
+		Logger: slog.New(slog.DiscardHandler), Evidence: h.ev.keys()}, h.pay, h.svc.books)
 	if err != nil {
 		t.Fatal(err)
 	}

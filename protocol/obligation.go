@@ -354,7 +354,7 @@ func (s *Service) ObligationList(ctx context.Context, call Call, req *Obligation
 	items, next, err := listPage(ctx, s, []byte("protocol/obl-by-key/"+call.Agent.KeyID+"/"), req.Cursor, req.Limit,
 		func(r store.Reader, id string) (Obligation, bool, error) {
 			intentID, _ := prefixID(id, "obl_", "int_")
-			in, err := pay.GetIntent(r, intentID)
+			in, err := s.books.Intent(r, intentID)
 			if err != nil {
 				return Obligation{}, false, err
 			}
@@ -362,7 +362,7 @@ func (s *Service) ObligationList(ctx context.Context, call Call, req *Obligation
 			if req.Status != "" && o.Status != req.Status {
 				return o, false, nil
 			}
-			o.Entries, err = pay.IntentEntrySeqs(r, in.ID)
+			o.Entries, err = s.books.IntentEntrySeqs(r, in.ID)
 			return o, true, err
 		})
 	if err != nil {
@@ -398,7 +398,7 @@ func (s *Service) ObligationCancel(ctx context.Context, call Call, req *Obligati
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.pay.Void(ctx, *call.Agent, in.ID, call.RequestID, func(txn store.Txn, _ *pay.Intent) error {
+	out, err := s.books.Void(ctx, *call.Agent, in.ID, call.RequestID, func(txn store.Txn, _ *pay.Intent) error {
 		return txn.Delete(mark)
 	})
 	if err != nil {

@@ -130,7 +130,7 @@ func TestOversightPolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc, err := newService(Options{Store: h.st, Log: h.log, Mandates: ovsVerifier(h), Now: h.clock.Now,
-				Logger: slog.New(slog.DiscardHandler), PolicyDigest: tc.digest}, h.pay)
+				Logger: slog.New(slog.DiscardHandler), PolicyDigest: tc.digest}, h.pay, h.svc.books)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -76,7 +76,7 @@ func (s *Service) ProofGet(ctx context.Context, call Call, req *ProofGetRequest)
 	var polHash string
 	var polOK bool
 	err = s.st.View(ctx, func(r store.Reader) error {
-		if seqs, err = pay.IntentEntrySeqs(r, in.ID); err != nil {
+		if seqs, err = s.books.IntentEntrySeqs(r, in.ID); err != nil {
 			return err
 		}
 		if len(seqs) == 0 {

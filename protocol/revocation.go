@@ -91,7 +91,7 @@ type RevokeIdentityRequest struct {
 // RevokeIdentity revokes an agent identity: every mandate whose subject it
 // is stops at once. Revoking twice answers the first revocation.
 func (s *Service) RevokeIdentity(ctx context.Context, call Call, req *RevokeIdentityRequest) (*pay.IdentityRevocation, error) {
-	r, _, err := s.pay.RevokeIdentity(ctx, req.Agent, *call.Operator, func(txn store.Txn, r pay.IdentityRevocation) error {
+	r, _, err := s.books.RevokeIdentity(ctx, req.Agent, *call.Operator, func(txn store.Txn, r pay.IdentityRevocation) error {
 		_, err := s.record(txn, call, "protocol.revocation.revoke_identity", "", r)
 		return err
 	})

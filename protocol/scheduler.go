@@ -39,7 +39,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 	if rep.HoldsExpired, err = s.pay.ExpireHolds(ctx); err != nil {
 		return rep, err
 	}
-	if rep.SessionsExpired, err = s.pay.ExpireSessions(ctx, func(txn store.Txn, ses *pay.Session) error {
+	if rep.SessionsExpired, err = s.books.ExpireSessions(ctx, func(txn store.Txn, ses *pay.Session) error {
 		return s.recordSession(txn, systemCall(""), "protocol.session.expire", ses, nil)
 	}); err != nil {
 		return rep, err

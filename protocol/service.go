@@ -71,6 +71,7 @@ type Service struct {
 	st       store.Store
 	log      *audit.Log
 	pay      *pay.Service
+	books    *pay.Books // the money path's transactions, joined
 	mandates *pay.MandateVerifier
 	now      func() time.Time
 	policy   func(context.Context) (string, error)
@@ -100,11 +101,11 @@ type extension struct {
 	out **Service
 }
 
-func (e extension) Attach(p *pay.Service) (pay.Attachment, error) {
+func (e extension) Attach(p *pay.Service, b *pay.Books) (pay.Attachment, error) {
 	if e.out == nil {
 		return pay.Attachment{}, errors.New("protocol: Extension needs somewhere to put the Service")
 	}
-	s, err := newService(e.o, p)
+	s, err := newService(e.o, p, b)
 	if err != nil {
 		return pay.Attachment{}, err
 	}
@@ -114,8 +115,8 @@ func (e extension) Attach(p *pay.Service) (pay.Attachment, error) {
 
 // newService builds the surface over p without attaching it: the tests
 // of this package use it for a second view of one money path.
-func newService(o Options, p *pay.Service) (*Service, error) {
-	if o.Store == nil || o.Log == nil || p == nil || o.Mandates == nil {
+func newService(o Options, p *pay.Service, b *pay.Books) (*Service, error) {
+	if o.Store == nil || o.Log == nil || p == nil || b == nil || o.Mandates == nil {
 		return nil, errors.New("protocol: Options.Store, Log and Mandates, and a money path, are required")
 	}
 	if o.Now == nil {
@@ -131,7 +132,7 @@ func newService(o Options, p *pay.Service) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{st: o.Store, log: o.Log, pay: p, mandates: o.Mandates, now: o.Now,
+	return &Service{st: o.Store, log: o.Log, pay: p, books: b, mandates: o.Mandates, now: o.Now,
 		policy: o.PolicyDigest, custody: o.CustodyPayee, logger: o.Logger, baseURL: strings.TrimSuffix(o.BaseURL, "/"),
 		identity: o.Identity, evidence: o.Evidence, insure: ins}, nil
 }
@@ -178,7 +179,7 @@ func (s *Service) record(txn store.Txn, call Call, typ, intentID string, obj any
 		r.Rationale = call.Operator.Rationale
 	}
 	if intentID != "" {
-		return s.pay.AppendIntentEntry(txn, r)
+		return s.books.AppendIntentEntry(txn, r)
 	}
 	return s.log.Append(txn, r)
 }
@@ -276,7 +277,7 @@ func (s *Service) spend(ctx context.Context, call Call, route pay.Route, method 
 		return nil, err
 	}
 	sum := sha256.Sum256(raw)
-	res, err := s.pay.AuthorizeSigned(ctx, route, *call.Agent, in, pay.Signed{
+	res, err := s.books.Authorize(ctx, route, *call.Agent, in, pay.Signed{
 		Type: SpendType, Bytes: b, Digest: hex.EncodeToString(sum[:]), Metadata: meta, Hold: hold,
 	}, "", call.RequestID)
 	if err != nil {

@@ -44,7 +44,7 @@ type SessionRef struct {
 // SessionOpen opens a session under a mandate.
 func (s *Service) SessionOpen(ctx context.Context, call Call, req *SessionOpenRequest) (*Session, error) {
 	var out Session
-	ses, err := s.pay.OpenSession(ctx, *call.Agent, pay.OpenSession{ID: ids.New("ses_"), Mandate: req.Mandate,
+	ses, err := s.books.OpenSession(ctx, *call.Agent, pay.OpenSession{ID: ids.New("ses_"), Mandate: req.Mandate,
 		BudgetMinor: req.BudgetMinor, TTL: time.Duration(req.TTLSeconds) * time.Second, Purpose: req.Purpose},
 		func(txn store.Txn, ses *pay.Session) error {
 			return s.recordSession(txn, call, "protocol.session.open", ses, &out)
@@ -97,7 +97,7 @@ func (s *Service) SessionGet(ctx context.Context, call Call, req *SessionRef) (*
 // SessionClose closes an open session of the caller.
 func (s *Service) SessionClose(ctx context.Context, call Call, req *SessionRef) (*Session, error) {
 	var out Session
-	_, err := s.pay.CloseSession(ctx, *call.Agent, req.SessionID,
+	_, err := s.books.CloseSession(ctx, *call.Agent, req.SessionID,
 		func(txn store.Txn, ses *pay.Session) error {
 			return s.recordSession(txn, call, "protocol.session.close", ses, &out)
 		})
