@@ -17,8 +17,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/countersign/countersign/gate"
-	"github.com/countersign/countersign/internal/keyfile"
-	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/protocol"
 	"github.com/countersign/countersign/settle/fake"
@@ -32,25 +30,9 @@ import (
 // operator.approve (a Receipt, or a hold's authorization), and the held
 // thing must have moved on (settled, or placed).
 func TestApproveEveryHeldKind(t *testing.T) {
-	dir := t.TempDir()
-	base, stop := startServe(t, dir, "--sandbox-latency", "off")
-	defer stop()
-	sandbox := filepath.Join(dir, "sandbox")
-	agentKey, _, err := keyfile.ReadEd25519(filepath.Join(sandbox, sandboxAgentKey))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss := startSandbox(t)
+	base, sandbox, agentKey, opKey, signer, bearer := ss.base, ss.dir, ss.agentKey, ss.opKey, ss.signer, ss.bearer
 	agent := hex.EncodeToString(agentKey.Public().(ed25519.PublicKey))
-	opKey, err := keyfile.Read(filepath.Join(sandbox, sandboxOperatorKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := operator.NewSigner(opKey.Signer, opKey.KeyID, base, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, _ := os.ReadFile(filepath.Join(sandbox, sandboxCredential))
-	bearer := "Bearer " + strings.TrimSpace(string(cred))
 
 	// A mandate of the test's own, from the sandbox operator: everything
 	// above 1.00 waits for a person, so that even an insurance premium

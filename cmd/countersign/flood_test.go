@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/operator"
 )
 
@@ -20,12 +17,8 @@ import (
 // (a signature over another body) are recorded one by one up to the key's
 // burst, then counted.
 func TestUnauthenticatedFloodWritesNothing(t *testing.T) {
-	dir := t.TempDir()
-	base, stop := startServe(t, dir, "--sandbox-latency", "off")
-	defer stop()
-	sandbox := filepath.Join(dir, "sandbox")
-	cred, _ := os.ReadFile(filepath.Join(sandbox, sandboxCredential))
-	bearer := "Bearer " + strings.TrimSpace(string(cred))
+	ss := startSandbox(t)
+	base, bearer := ss.base, ss.bearer
 	size := func() float64 {
 		t.Helper()
 		_, b := get(t, base+"/audit/checkpoint", "Authorization", bearer)
@@ -48,14 +41,7 @@ func TestUnauthenticatedFloodWritesNothing(t *testing.T) {
 	}
 
 	// A trusted key's refusals: a signature over another body.
-	opKey, err := keyfile.Read(filepath.Join(sandbox, sandboxOperatorKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := operator.NewSigner(opKey.Signer, opKey.KeyID, base, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := ss.signer
 	before = size()
 	for range 30 {
 		req, _ := http.NewRequest(http.MethodPost, base+"/operator/kill-switch", strings.NewReader(`{"engaged":true,"rationale":"tampered on the way"}`))
