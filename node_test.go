@@ -3,7 +3,9 @@ package countersign_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -140,5 +142,27 @@ func TestNodeServesAndCloses(t *testing.T) {
 	}
 	if err := n2.Record().Verify(t.Context(), 1, size2, audit.Full, nil); err != nil {
 		t.Errorf("the record of two opens does not verify: %v", err)
+	}
+}
+
+// TestOptionsLogNoSecret: logging the options shows no key material.
+func TestOptionsLogNoSecret(t *testing.T) {
+	st := memstore.New(nil)
+	defer st.Close()
+	o := options(t, st)
+	o.SealKey = []byte(strings.Repeat("S", 32))
+	o.Identity.Keys = []ed25519.PrivateKey{key(9)}
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("options", slog.Any("opts", *o))
+	out := b.String()
+	for _, secret := range [][]byte{o.RecordKey.Seed(), o.SealKey, o.Identity.Keys[0].Seed()} {
+		for _, enc := range []string{string(secret), fmt.Sprintf("%x", secret), base64.StdEncoding.EncodeToString(secret)} {
+			if strings.Contains(out, enc) {
+				t.Fatalf("the logged options hold a secret: %s", out)
+			}
+		}
+	}
+	if !strings.Contains(out, `"operatorKeys":["op-alice"]`) {
+		t.Errorf("the logged options say too little: %s", out)
 	}
 }

@@ -217,3 +217,24 @@ func (o *Options) clone() Options {
 	}
 	return c
 }
+
+// LogValue shows the options without their secrets (the record key, the
+// seal key, the identity's keys), so that logging them leaks nothing.
+func (o Options) LogValue() slog.Value {
+	keyIDs := make([]string, len(o.OperatorKeys))
+	for i, k := range o.OperatorKeys {
+		keyIDs[i] = k.KeyID
+	}
+	return slog.GroupValue(
+		slog.Bool("recordKey", len(o.RecordKey) > 0),
+		slog.String("origin", o.Origin),
+		slog.String("baseURL", o.BaseURL),
+		slog.Bool("sandbox", o.Sandbox),
+		slog.Any("operatorKeys", keyIDs),
+		slog.Int("rails", len(o.Rails)),
+		slog.Int("merchants", len(o.Merchants)),
+		slog.Bool("sealKey", len(o.SealKey) > 0),
+		slog.Int("identityKeys", len(o.Identity.Keys)),
+		slog.String("operatorId", o.Identity.OperatorID),
+	)
+}
