@@ -46,10 +46,12 @@ const (
 )
 
 // clearingOfObligation is the clearing status an obligation's status
-// gives before its evidence and deadline are looked at (clearingOf).
+// gives before its evidence and deadline are looked at: a held obligation
+// is pending until admissible evidence moves it to awaiting_evidence, and
+// its deadline to expired (clearingOf).
 var clearingOfObligation = map[ObligationStatus]ClearingStatus{
 	ObligationPendingApproval: ClearingPendingApproval, ObligationAuthorizing: ClearingAuthorizing,
-	ObligationAwaiting: ClearingAwaiting, ObligationClearing: ClearingInProgress, ObligationSettled: ClearingCleared,
+	ObligationAwaiting: ClearingPending, ObligationClearing: ClearingInProgress, ObligationSettled: ClearingCleared,
 	ObligationCancelled: ClearingCancelled, ObligationExpired: ClearingExpired, ObligationDenied: ClearingDenied,
 	ObligationFailed: ClearingFailed,
 }
@@ -135,11 +137,18 @@ func (s *Service) clearingOf(r store.Reader, oblID string, in *pay.Intent) (*Cle
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	if c.Status == ClearingAwaiting {
+	if c.Status == ClearingPending {
+		if c.Admissible {
+			if err := clearingMachine.move(&c.Status, stepEvidence, ClearingAwaiting); err != nil {
+				return nil, err
+			}
+		}
 		if errors.Is(obligationOpen(in, s.clock()), errDeadlinePassed) {
-			c.Status = ClearingExpired // not swept yet, but it can never clear
-		} else if !c.Admissible {
-			c.Status = ClearingPending
+			// Not swept yet, but it can never clear.
+			if err := clearingMachine.move(&c.Status, stepDeadline, ClearingExpired); err != nil {
+				return nil, err
+			}
+		} else if c.Status == ClearingPending {
 			c.Problem = s.pendingProblem(c.EvidenceFloor, c.Achieved)
 		}
 	}
@@ -217,7 +226,9 @@ func (s *Service) clear(ctx context.Context, call Call, oblID string, auto bool)
 	}
 	if res.Outcome != pay.OutcomeSettled {
 		if auto {
-			c.Status = ClearingFailed
+			if err := clearingMachine.move(&c.Status, stepClear, ClearingFailed); err != nil {
+				return nil, err
+			}
 			return c, nil
 		}
 		return nil, &Refused{Result: res}
@@ -226,11 +237,18 @@ func (s *Service) clear(ctx context.Context, call Call, oblID string, auto bool)
 	if err != nil {
 		return nil, err
 	}
+	before := c.Status
 	err = s.st.View(ctx, func(r store.Reader) error {
 		c, err = s.clearingOf(r, oblID, in)
 		return err
 	})
-	return c, err
+	if err != nil {
+		return nil, err
+	}
+	if err := clearingMachine.move(&before, stepClear, c.Status); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // clearRefused reports a clearing that cannot happen: as an error for an
@@ -240,13 +258,20 @@ func (s *Service) clearRefused(c *Clearing, err error, auto bool) (*Clearing, er
 		return nil, err
 	}
 	if errors.Is(err, errDeadlinePassed) {
-		c.Status, c.Problem = ClearingExpired, nil
+		if c.Status != ClearingExpired {
+			if merr := clearingMachine.move(&c.Status, stepDeadline, ClearingExpired); merr != nil {
+				return nil, merr
+			}
+		}
+		c.Problem = nil
 		return c, nil
 	}
 	if code, ok := errCode(err); ok && c.Status == ClearingAwaiting {
 		// Admissible but refused now (the kill switch, a revocation):
 		// still pending; a later clearing.attempt retries.
-		c.Status = ClearingPending
+		if merr := clearingMachine.move(&c.Status, stepRefuse, ClearingPending); merr != nil {
+			return nil, merr
+		}
 		c.Problem = &PendingProblem{Type: s.baseURL + "/problems/" + code, Title: "Clearing refused for now", Status: 202, Code: code,
 			Detail: err.Error(), Action: contract.ActionStop, Awaited: c.EvidenceFloor, Achieved: c.Achieved}
 	}

@@ -311,6 +311,9 @@ var stepNames = map[pay.Step]string{
 // holdChanged appends protocol.hold.{step} with the hold's new state in
 // the transaction that changed its intent.
 func (s *Service) holdChanged(txn store.Txn, in *pay.Intent, step pay.Step, requestID string) error {
+	if err := moveHold(in, step); err != nil {
+		return err
+	}
 	_, err := s.recordIntent(txn, "protocol.hold."+stepNames[step], in, step, requestID, holdOf(in, nil))
 	return err
 }

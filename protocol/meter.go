@@ -424,6 +424,9 @@ func (s *Service) MeterGet(ctx context.Context, call Call, req *MeterRef) (*Mete
 // hold: the state is created with the decision, and every change appends
 // protocol.meter.{open,close,...} with the meter's new state.
 func (s *Service) meterChanged(txn store.Txn, in *pay.Intent, step pay.Step, requestID string) error {
+	if err := moveHold(in, step); err != nil { // a meter is a hold
+		return err
+	}
 	id, _ := prefixID(in.ID, "int_", "mtr_")
 	var st meterState
 	if step == pay.StepDecided {

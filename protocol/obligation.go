@@ -217,6 +217,23 @@ func (s *Service) obligationCounterparty(ctx context.Context, req *ObligationCre
 // protocol.obligation.{step} with its new state, in the transaction that
 // changed its intent.
 func (s *Service) obligationChanged(txn store.Txn, in *pay.Intent, step pay.Step, requestID string) error {
+	if err := moveObligation(in, step); err != nil {
+		return err
+	}
+	// The clearing moves with it; whether it is pending or awaiting
+	// evidence matters only where the obligation is (or was) held.
+	admissibleNow := false
+	if holdBefore(in, step) == HoldHeld || holdStatus(in) == HoldHeld {
+		id, _ := prefixID(in.ID, "int_", "obl_")
+		ev, err := admissible(txn, id, EvidenceClass(in.Metadata[metaFloor]))
+		if err != nil {
+			return err
+		}
+		admissibleNow = ev != ""
+	}
+	if err := moveClearing(in, step, admissibleNow); err != nil {
+		return err
+	}
 	if step == pay.StepDecided {
 		id, _ := prefixID(in.ID, "int_", "obl_")
 		if err := txn.Set([]byte("protocol/obl-by-key/"+in.AgentKeyID+"/"+id), nil); err != nil {
