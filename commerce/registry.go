@@ -58,8 +58,9 @@ type MerchantSpec struct {
 	PSPKey  string `json:"pspKey,omitempty" validate:"omitempty,max=4096" doc:"ACP: the PSP's bearer key; sealed at rest."`
 	// UCP: the merchant's discovery profile, and the keys its answers must
 	// be signed with (2026-04-08 response signatures; see package ucp).
-	ProfileURL  string           `json:"profileUrl,omitempty" validate:"omitempty,max=2000" doc:"UCP: the merchant's /.well-known/ucp."`
-	SigningKeys []ucp.SigningKey `json:"signingKeys,omitempty" validate:"omitempty,max=16,dive" doc:"UCP 2026-04-08: the merchant's response-signing public keys (JWK, EC P-256 or P-384), pinned: every checkout answer must then carry a valid RFC 9421 signature by one of them, and the keys of the merchant's profile are not trusted. Refused for acp, and for a merchant that negotiates UCP 2026-01-11."`
+	ProfileURL         string                  `json:"profileUrl,omitempty" validate:"omitempty,max=2000" doc:"UCP: the merchant's /.well-known/ucp."`
+	PaymentCredentials []ucp.PaymentCredential `json:"paymentCredentials,omitempty" validate:"omitempty,max=16,dive" doc:"UCP: token credentials for payment handlers that take one directly at complete (no tokenization endpoint), by handler id or name; sealed at rest, never shown again nor recorded."`
+	SigningKeys        []ucp.SigningKey        `json:"signingKeys,omitempty" validate:"omitempty,max=16,dive" doc:"UCP 2026-04-08: the merchant's response-signing public keys (JWK, EC P-256 or P-384), pinned: every checkout answer must then carry a valid RFC 9421 signature by one of them, and the keys of the merchant's profile are not trusted. Refused for acp, and for a merchant that negotiates UCP 2026-01-11."`
 }
 
 // PinnedKey names a pinned response-signing key in listings and the record.
@@ -86,17 +87,19 @@ type MerchantRequest struct {
 
 // MerchantView is a registered merchant as listed: never its secrets.
 type MerchantView struct {
-	ID          string      `json:"id"`
-	Protocol    string      `json:"protocol"`
-	Version     string      `json:"version,omitempty" doc:"The negotiated protocol version, once connected."`
-	BaseURL     string      `json:"baseUrl,omitempty"`
-	PSPURL      string      `json:"pspUrl,omitempty"`
-	ProfileURL  string      `json:"profileUrl,omitempty"`
-	HasAPIKey   bool        `json:"hasApiKey"`
-	SigningKeys []PinnedKey `json:"signingKeys,omitempty" doc:"UCP: the pinned response-signing keys, by key id and thumbprint."`
-	Source      string      `json:"source" doc:"configuration or operator."`
-	CreatedAt   time.Time   `json:"createdAt,omitzero"`
-	AuditSeq    uint64      `json:"auditSeq,omitempty"`
+	ID                 string      `json:"id"`
+	Protocol           string      `json:"protocol"`
+	Version            string      `json:"version,omitempty" doc:"The negotiated protocol version, once connected."`
+	BaseURL            string      `json:"baseUrl,omitempty"`
+	PSPURL             string      `json:"pspUrl,omitempty"`
+	ProfileURL         string      `json:"profileUrl,omitempty"`
+	HasAPIKey          bool        `json:"hasApiKey"`
+	SigningKeys        []PinnedKey `json:"signingKeys,omitempty" doc:"UCP: the pinned response-signing keys, by key id and thumbprint."`
+	CredentialHandlers []string    `json:"credentialHandlers,omitempty" doc:"UCP: the payment handlers a credential is held for (never the credential)."`
+	ProfileIgnored     []string    `json:"profileIgnored,omitempty" doc:"UCP, once connected: the parts of the merchant's profile that do not satisfy the protocol's schema but are never used (a payment handler's version, say), as path: violation. Reported, not refused."`
+	Source             string      `json:"source" doc:"configuration or operator."`
+	CreatedAt          time.Time   `json:"createdAt,omitzero"`
+	AuditSeq           uint64      `json:"auditSeq,omitempty"`
 }
 
 // MerchantPage lists the registry, ordered by id.
@@ -107,9 +110,11 @@ type MerchantPage struct {
 // storedMerchant is a registration at rest.
 type storedMerchant struct {
 	MerchantView
-	APIKey     string           `json:"apiKey,omitempty"` // sealed
-	PSPKey     string           `json:"pspKey,omitempty"` // sealed
-	PinnedKeys []ucp.SigningKey `json:"pinnedKeys,omitempty"`
+	APIKey string `json:"apiKey,omitempty"` // sealed
+	PSPKey string `json:"pspKey,omitempty"` // sealed
+	// Credentials are the sealed JSON of the payment credentials.
+	Credentials string           `json:"credentials,omitempty"`
+	PinnedKeys  []ucp.SigningKey `json:"pinnedKeys,omitempty"`
 }
 
 // registry holds what the service knows of each merchant beyond its
@@ -203,6 +208,9 @@ func (sp MerchantSpec) Check(urls netguard.Policy) error {
 	}
 	switch sp.Protocol {
 	case "acp":
+		if len(sp.PaymentCredentials) > 0 {
+			return fmt.Errorf("%w: paymentCredentials: ACP pays with the PSP's delegated tokens; credentials are for ucp merchants only", ErrInvalidMerchant)
+		}
 		if len(sp.SigningKeys) > 0 {
 			return fmt.Errorf("%w: signingKeys: ACP defines no response signatures; keys are pinned for ucp merchants only", ErrInvalidMerchant)
 		}
@@ -213,6 +221,9 @@ func (sp MerchantSpec) Check(urls netguard.Policy) error {
 	case "ucp":
 		if err := ucp.CheckSigningKeys(sp.SigningKeys); err != nil {
 			return fmt.Errorf("%w: signingKeys: %v", ErrInvalidMerchant, err)
+		}
+		if err := ucp.CheckPaymentCredentials(sp.PaymentCredentials); err != nil {
+			return fmt.Errorf("%w: paymentCredentials%v", ErrInvalidMerchant, err)
 		}
 		return checkURL("profileUrl", sp.ProfileURL, true)
 	}
@@ -257,6 +268,10 @@ func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pa
 		// A name that resolves inside the network: retrying does not help.
 		return MerchantView{}, fmt.Errorf("%w: connecting to %s: %w", ErrInvalidMerchant, sp.ID, err)
 	}
+	if errors.Is(err, cart.ErrInvalidResponse) || errors.Is(err, ucp.ErrNoCommonVersion) {
+		// What the merchant publishes is unusable: a retry cannot fix it.
+		return MerchantView{}, fmt.Errorf("%w: profileUrl: %s: %v", ErrInvalidMerchant, sp.ID, err)
+	}
 	if err != nil {
 		return MerchantView{}, fmt.Errorf("%w: connecting to %s: %v", ErrMerchantUnavailable, sp.ID, err)
 	}
@@ -265,7 +280,10 @@ func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pa
 	}
 	v := MerchantView{ID: sp.ID, Protocol: sp.Protocol, Version: m.Version(), BaseURL: sp.BaseURL, PSPURL: sp.PSPURL,
 		ProfileURL: sp.ProfileURL, HasAPIKey: sp.APIKey != "", SigningKeys: pinnedKeys(sp.SigningKeys), Source: "operator",
-		CreatedAt: s.now().UTC()}
+		CreatedAt: s.now().UTC(), CredentialHandlers: credentialHandlers(sp.PaymentCredentials)}
+	if p, ok := profileOf(m); ok {
+		v.ProfileIgnored = p.Ignored
+	}
 	st := storedMerchant{MerchantView: v, PinnedKeys: sp.SigningKeys}
 	if sp.APIKey != "" {
 		if st.APIKey, err = s.seal.Seal(sp.ID+"/api", sp.APIKey, s.rand); err != nil {
@@ -277,6 +295,16 @@ func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pa
 			return MerchantView{}, err
 		}
 	}
+	if len(sp.PaymentCredentials) > 0 {
+		b, err := json.Marshal(sp.PaymentCredentials)
+		if err != nil {
+			return MerchantView{}, err
+		}
+		if st.Credentials, err = s.seal.Seal(sp.ID+"/payment", string(b), s.rand); err != nil {
+			return MerchantView{}, err
+		}
+	}
+	// Recorded: the view, which names the handlers but never a credential.
 	data, err := json.Marshal(v)
 	if err != nil {
 		return MerchantView{}, err
@@ -342,6 +370,15 @@ func (s *Service) loadRegistered(ctx context.Context) error {
 				return fmt.Errorf("commerce: merchant %s: %w", row.ID, err)
 			}
 		}
+		if row.Credentials != "" {
+			b, err := s.seal.Open(row.ID+"/payment", row.Credentials)
+			if err == nil {
+				err = json.Unmarshal([]byte(b), &sp.PaymentCredentials)
+			}
+			if err != nil {
+				return fmt.Errorf("commerce: merchant %s: payment credentials: %w", row.ID, err)
+			}
+		}
 		if s.connect == nil {
 			return fmt.Errorf("commerce: merchant %s is registered but the service has no Connect", row.ID)
 		}
@@ -368,11 +405,54 @@ func (s *Service) MerchantList(context.Context) (MerchantPage, error) {
 	for id, v := range s.reg.views {
 		if m, err := s.Merchant(id); err == nil {
 			v.Version = m.Version()
+			if p, ok := profileOf(m); ok {
+				v.ProfileIgnored = p.Ignored
+			}
+			if hs := heldCredentials(m); len(hs) > 0 {
+				v.CredentialHandlers = hs
+			}
 		}
 		page.Data = append(page.Data, v)
 	}
 	sort.Slice(page.Data, func(i, j int) bool { return page.Data[i].ID < page.Data[j].ID })
 	return page, nil
+}
+
+// credentialHandlers names the handlers of creds, never the credentials.
+func credentialHandlers(creds []ucp.PaymentCredential) []string {
+	var out []string
+	for _, c := range creds {
+		out = append(out, c.Handler)
+	}
+	return out
+}
+
+// profileOf is a connected UCP merchant's profile.
+func profileOf(m cart.Merchant) (ucp.Profile, bool) {
+	if l, ok := m.(*lazyMerchant); ok {
+		l.mu.Lock()
+		m = l.m
+		l.mu.Unlock()
+	}
+	p, ok := m.(interface{ Profile() ucp.Profile })
+	if !ok {
+		return ucp.Profile{}, false
+	}
+	return p.Profile(), true
+}
+
+// heldCredentials names the handlers a connected UCP merchant holds
+// credentials for.
+func heldCredentials(m cart.Merchant) []string {
+	if l, ok := m.(*lazyMerchant); ok {
+		l.mu.Lock()
+		m = l.m
+		l.mu.Unlock()
+	}
+	if h, ok := m.(interface{ CredentialHandlers() []string }); ok {
+		return h.CredentialHandlers()
+	}
+	return nil
 }
 
 func newSealBox(key []byte) (*sealbox.Box, error) { return sealbox.New(key, nil, sealPurpose) }

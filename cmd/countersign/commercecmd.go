@@ -70,11 +70,25 @@ func merchantClient(ctx context.Context, f commerce.MerchantSpec, client *http.C
 		if len(f.SigningKeys) > 0 {
 			return nil, errors.New("signingKeys: ACP defines no response signatures; keys are pinned for ucp merchants only")
 		}
+		if len(f.PaymentCredentials) > 0 {
+			return nil, errors.New("paymentCredentials: credentials are for ucp merchants only")
+		}
 		return acp.New(acp.Options{BaseURL: f.BaseURL, APIKey: f.APIKey, PSPURL: f.PSPURL, PSPKey: f.PSPKey,
 			MerchantID: f.ID, HTTPClient: client})
 	case "ucp":
 		// Pinned keys: every checkout answer must be signed by one of them.
-		return ucp.New(ctx, ucp.Options{ProfileURL: f.ProfileURL, MerchantID: f.ID, HTTPClient: client, SigningKeys: f.SigningKeys})
+		// Credentials: handed over at complete to handlers that take one.
+		c, err := ucp.New(ctx, ucp.Options{ProfileURL: f.ProfileURL, MerchantID: f.ID, HTTPClient: client, SigningKeys: f.SigningKeys,
+			PaymentCredentials: f.PaymentCredentials})
+		if err != nil {
+			return nil, err
+		}
+		if ig := c.Profile().Ignored; len(ig) > 0 {
+			// Tolerated, not used: reported in the registry listing too.
+			slog.Default().Warn("commerce: the merchant's profile has parts outside the schema that are never used",
+				slog.String("merchant", f.ID), slog.Any("ignored", ig))
+		}
+		return c, nil
 	}
 	return nil, fmt.Errorf("protocol %q is not acp or ucp", f.Protocol)
 }

@@ -20,6 +20,9 @@ type decoded struct {
 	// Handlers are the payment handlers the response carries
 	// (payment.handlers in 2026-01-11, ucp.payment_handlers in 2026-04-08).
 	Handlers []PaymentHandler
+	// Ignored are the violations of parts the client never uses (see
+	// Profile.Ignored).
+	Ignored []string
 }
 
 // decodeCheckout validates raw against version's checkout response schema
@@ -38,14 +41,14 @@ func decodeCheckout(version string, raw []byte) (decoded, error) {
 		if !c.ok() {
 			return decoded{}, fmt.Errorf("%w: checkout (%s): %v", cart.ErrInvalidResponse, version, c.err)
 		}
-		d = decoded{Checkout: &co, Handlers: hs}
+		d = decoded{Checkout: &co, Handlers: hs, Ignored: c.ignored}
 	case V20260408:
 		// checkout_response is oneOf(checkout, error_response); the two
 		// cannot both hold (error_response has no id and is closed).
 		c := &checker{}
 		co, hs := checkCheckout0408(c, doc)
 		if c.ok() {
-			d = decoded{Checkout: &co, Handlers: hs}
+			d = decoded{Checkout: &co, Handlers: hs, Ignored: c.ignored}
 			break
 		}
 		ce := &checker{}
@@ -229,7 +232,27 @@ func checkCheckout0111(c *checker, doc any) (Checkout, []PaymentHandler) {
 	}
 	co.Payment = rawOf(pay)
 	co.Order = checkOrder(c, m)
+	if co.Order == nil && co.Status == "completed" {
+		co.Order = flatOrder0111(c, m)
+	}
 	return co, handlers
+}
+
+// flatOrder0111 reads the order of a completed 2026-01-11 session that
+// names it in top-level order_id and order_permalink_url (the shape of the
+// protocol's drafts, which merchants built on them still send; members the
+// schema leaves open) instead of order. Both must be there and valid,
+// checked as order's members are: the id is what the receipt states.
+func flatOrder0111(c *checker, m map[string]any) *OrderConfirmation {
+	if _, ok := m["order_id"]; !ok {
+		return nil
+	}
+	id, _ := c.str("$", m, "order_id", true)
+	u, _ := c.uri("$", m, "order_permalink_url", true)
+	if !c.ok() {
+		return nil
+	}
+	return &OrderConfirmation{ID: id, PermalinkURL: u}
 }
 
 // checkCardInstrument0111 checks payment_instrument.json of 2026-01-11:

@@ -57,8 +57,47 @@ type Options struct {
 	// signatures: New refuses pinned keys for a merchant it negotiates
 	// 2026-01-11 with (ErrSignaturesUnsupported). See the package doc.
 	SigningKeys []SigningKey
+	// PaymentCredentials are credentials the platform holds for payment
+	// handlers that take one directly at completion (a handler without a
+	// tokenization endpoint, such as a wallet's or a PSP's token handler):
+	// the credential is handed over in the completion's instrument, as
+	// is. See the package doc.
+	PaymentCredentials []PaymentCredential
 	// Logger receives debug records of refused answers. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// PaymentCredential is a token credential the platform holds for one of
+// a merchant's payment handlers (UCP token_credential: type "token").
+type PaymentCredential struct {
+	// Handler is the handler's instance id, or its reverse-domain name,
+	// as the merchant declares it.
+	Handler string `json:"handler" validate:"required,max=200" doc:"The payment handler this credential is for: its id (or reverse-domain name) in the merchant's profile."`
+	// Token is handed over at complete. A secret.
+	Token string `json:"token" validate:"required,max=4096" doc:"The token credential handed over at complete (UCP token_credential); a secret, sealed at rest and never shown again."`
+	// Brand and LastDigits describe the instrument (a 2026-01-11 card
+	// instrument requires both). Default: "token" and the token's last
+	// four characters.
+	Brand      string `json:"brand,omitempty" validate:"omitempty,max=64" doc:"The instrument's brand, shown to the merchant (default token)."`
+	LastDigits string `json:"lastDigits,omitempty" validate:"omitempty,max=8" doc:"The instrument's last digits, shown to the merchant (default: the token's last four characters)."`
+}
+
+// CheckPaymentCredentials checks credentials: each names a handler and
+// carries a token, and no handler has two.
+func CheckPaymentCredentials(creds []PaymentCredential) error {
+	seen := map[string]bool{}
+	for i, pc := range creds {
+		switch {
+		case strings.TrimSpace(pc.Handler) == "":
+			return fmt.Errorf("[%d].handler is required", i)
+		case pc.Token == "":
+			return fmt.Errorf("[%d].token is required", i)
+		case seen[pc.Handler]:
+			return fmt.Errorf("[%d].handler: %q has two credentials", i, pc.Handler)
+		}
+		seen[pc.Handler] = true
+	}
+	return nil
 }
 
 // DefaultAgentProfile is Options.AgentProfile's default.
@@ -95,6 +134,10 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	o := opts
 	o.Versions = slices.Clone(opts.Versions)
 	o.SigningKeys = slices.Clone(opts.SigningKeys)
+	o.PaymentCredentials = slices.Clone(opts.PaymentCredentials)
+	if err := CheckPaymentCredentials(o.PaymentCredentials); err != nil {
+		return nil, fmt.Errorf("ucp: new: Options.PaymentCredentials: %w", err)
+	}
 	if o.HTTPClient == nil {
 		return nil, errors.New("ucp: new: Options.HTTPClient is required")
 	}
@@ -181,6 +224,16 @@ func (c *Client) Protocol() string { return "ucp" }
 
 // Version is the negotiated protocol version.
 func (c *Client) Version() string { return c.version }
+
+// CredentialHandlers names the handlers a credential is held for
+// (Options.PaymentCredentials), never the credentials.
+func (c *Client) CredentialHandlers() []string {
+	var out []string
+	for _, pc := range c.opts.PaymentCredentials {
+		out = append(out, pc.Handler)
+	}
+	return out
+}
 
 // Profile is the merchant's profile for the negotiated version.
 func (c *Client) Profile() Profile { return c.profile }
@@ -375,22 +428,37 @@ func (c *Client) complete(ctx context.Context, id string, p cart.Payment) (cart.
 	default:
 		return cart.Order{}, fmt.Errorf("%w: session is %s%s", cart.ErrNotReady, co.Status, firstError(co.Messages))
 	}
-	h, ok := pickHandler(d.Handlers, c.profile.PaymentHandlers)
+	h, cred, ok := c.pickHandler(d.Handlers, c.profile.PaymentHandlers)
 	if !ok {
-		return cart.Order{}, fmt.Errorf("%w: the merchant offers no tokenization payment handler", cart.ErrRejected)
+		return cart.Order{}, fmt.Errorf("%w: the merchant offers no payment handler we can pay through (none has a tokenization endpoint, and we hold no credential for any of %s)",
+			cart.ErrRejected, handlerNames(d.Handlers, c.profile.PaymentHandlers))
 	}
-	token, err := c.tokenize(ctx, h, id, p)
-	if err != nil {
-		return cart.Order{}, err
+	in := Instrument{ID: "pi_" + idempotencyKey("instrument:"+p.IdempotencyKey), HandlerID: h.ID, Type: "card"}
+	if cred != nil {
+		// A credential handed over at complete, as is: the same body on
+		// every attempt under the same key.
+		in.Credential = &Credential{Type: "token", Token: cred.Token}
+		in.Brand, in.LastDigits = cred.Brand, cred.LastDigits
+		if in.Brand == "" {
+			in.Brand = "token"
+		}
+		if in.LastDigits == "" {
+			in.LastDigits = lastDigits(cred.Token)
+		}
+	} else {
+		token, err := c.tokenize(ctx, h, id, p)
+		if err != nil {
+			return cart.Order{}, err
+		}
+		in.Credential = &Credential{Type: "token", Token: token}
+		in.Brand, in.LastDigits = AllowanceType, lastDigits(token)
 	}
-	in := Instrument{ID: "pi_" + idempotencyKey("instrument:"+p.IdempotencyKey), HandlerID: h.ID, Type: "card",
-		Credential: &Credential{Type: "token", Token: token}}
 	var body any
 	switch c.version {
 	case V20260111:
-		in.Brand, in.LastDigits = AllowanceType, lastDigits(token)
 		body = CompleteRequest0111{PaymentData: in}
 	default:
+		in.Brand, in.LastDigits = "", ""
 		sel := true
 		in.Selected = &sel
 		body = CompleteRequest0408{Payment: PaymentInstruments0408{Instruments: []Instrument{in}}}
@@ -426,16 +494,52 @@ func (c *Client) complete(ctx context.Context, id string, p cart.Payment) (cart.
 }
 
 // pickHandler chooses the payment handler: the first of the session's
-// handlers (else the profile's) that declares a tokenization endpoint.
-func pickHandler(lists ...[]PaymentHandler) (PaymentHandler, bool) {
+// handlers (else the profile's) that declares a tokenization endpoint;
+// else the first of them we hold a credential for (by id, then name),
+// returned with it.
+func (c *Client) pickHandler(lists ...[]PaymentHandler) (PaymentHandler, *PaymentCredential, bool) {
 	for _, l := range lists {
 		for _, h := range l {
 			if h.TokenizeURL != "" {
-				return h, true
+				return h, nil, true
 			}
 		}
 	}
-	return PaymentHandler{}, false
+	for _, l := range lists {
+		for _, h := range l {
+			if pc := c.credentialFor(h); pc != nil {
+				return h, pc, true
+			}
+		}
+	}
+	return PaymentHandler{}, nil, false
+}
+
+func (c *Client) credentialFor(h PaymentHandler) *PaymentCredential {
+	for _, match := range []string{h.ID, h.Name} {
+		for i, pc := range c.opts.PaymentCredentials {
+			if match != "" && pc.Handler == match {
+				return &c.opts.PaymentCredentials[i]
+			}
+		}
+	}
+	return nil
+}
+
+// handlerNames lists the handlers' ids, for an error.
+func handlerNames(lists ...[]PaymentHandler) string {
+	var ids []string
+	for _, l := range lists {
+		for _, h := range l {
+			if !slices.Contains(ids, h.ID) {
+				ids = append(ids, h.ID)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return "none offered"
+	}
+	return fmt.Sprintf("%q", ids)
 }
 
 // tokenize obtains the handler's token for exactly p on session id.
@@ -511,6 +615,10 @@ func (c *Client) call(ctx context.Context, o op, method, path string, body any, 
 	default:
 		var d decoded
 		if d, err = decodeCheckout(c.version, raw); err == nil {
+			if len(d.Ignored) > 0 {
+				c.opts.Logger.InfoContext(ctx, "ucp: merchant answer has parts outside the schema that are not used",
+					slog.String("merchant", c.opts.MerchantID), slog.Any("ignored", d.Ignored))
+			}
 			return d, nil
 		}
 	}

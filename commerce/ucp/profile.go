@@ -58,6 +58,11 @@ type Profile struct {
 	// SigningKeys are the public keys of signing_keys, as published (the
 	// client uses the usable ones, see the package doc).
 	SigningKeys []SigningKey
+	// Ignored lists the parts of the profile that do not satisfy the
+	// schema but that the client never uses (a payment handler's version,
+	// spec or schema URIs), each as "path: violation", sorted. They are
+	// reported, not refused.
+	Ignored []string
 }
 
 // Capability is one declared capability.
@@ -198,6 +203,8 @@ func decodeProfile(raw []byte) (Profile, error) {
 		return Profile{}, fmt.Errorf("%w: profile (version %s): %v", cart.ErrInvalidResponse, version, c.err)
 	}
 	p.Version = version
+	p.Ignored = slices.Clone(c.ignored)
+	slices.Sort(p.Ignored)
 	if p.SupportedVersions == nil {
 		p.SupportedVersions = map[string]string{}
 	}
@@ -317,17 +324,23 @@ func checkCapability0111(c *checker, path string, v any, discovery bool) Capabil
 
 func checkHandler0111(c *checker, path string, v any) PaymentHandler {
 	m := c.object(path, v)
+	// Used: id (instruments name it), name (credentials may name it) and
+	// config (the tokenization endpoint). Never used: version, spec and
+	// the schema URIs.
 	id, _ := c.str(path, m, "id", true)
 	name, _ := c.str(path, m, "name", true)
-	ver, _ := c.pattern(path, m, "version", true, versionRE)
-	c.uri(path, m, "spec", true)
-	c.uri(path, m, "config_schema", true)
-	schemas, _ := c.array(path, m, "instrument_schemas", true)
-	for i, s := range schemas {
-		if str, ok := s.(string); !ok || !isAbsURI(str) {
-			c.failf(idx(path+".instrument_schemas", i), "must be an absolute URI")
+	var ver string
+	c.soft(func(sc *checker) { ver, _ = sc.pattern(path, m, "version", true, versionRE) })
+	c.soft(func(sc *checker) { sc.uri(path, m, "spec", true) })
+	c.soft(func(sc *checker) { sc.uri(path, m, "config_schema", true) })
+	c.soft(func(sc *checker) {
+		schemas, _ := sc.array(path, m, "instrument_schemas", true)
+		for i, s := range schemas {
+			if str, ok := s.(string); !ok || !isAbsURI(str) {
+				sc.failf(idx(path+".instrument_schemas", i), "must be an absolute URI")
+			}
 		}
-	}
+	})
 	c.optObject(path, m, "config", true)
 	e, ident := handlerConfig(m)
 	return PaymentHandler{ID: id, Name: name, Version: ver, TokenizeURL: e, Identity: ident}
@@ -366,6 +379,8 @@ func checkUCPBase0408(c *checker, path string, u map[string]any, business, requi
 	c.pattern(path, u, "version", true, versionRE)
 	out.status, _ = c.enum(path, u, "status", false, "success", "error")
 	registry := func(key string, required bool, item func(p, name string, m map[string]any)) {
+		// A payment handler's version, spec and schema are never used.
+		soft := key == "payment_handlers"
 		reg, _ := c.optObject(path, u, key, required)
 		for name, v := range reg {
 			rp := path + "." + key + "." + name
@@ -380,7 +395,7 @@ func checkUCPBase0408(c *checker, path string, u map[string]any, business, requi
 			for i, e := range arr {
 				ip := idx(rp, i)
 				m := c.object(ip, e)
-				checkEntity0408(c, ip, m)
+				checkEntity0408(c, ip, m, soft)
 				item(ip, name, m)
 			}
 		}
@@ -450,11 +465,20 @@ func checkUCPBase0408(c *checker, path string, u map[string]any, business, requi
 	return out
 }
 
-// checkEntity0408 checks ucp.json#/$defs/entity.
-func checkEntity0408(c *checker, path string, m map[string]any) {
-	c.pattern(path, m, "version", true, versionRE)
-	c.uri(path, m, "spec", false)
-	c.uri(path, m, "schema", false)
+// checkEntity0408 checks ucp.json#/$defs/entity; with soft, the parts
+// the client never uses (version, spec, schema) only into c.ignored.
+func checkEntity0408(c *checker, path string, m map[string]any, soft bool) {
+	for _, f := range []func(*checker){
+		func(sc *checker) { sc.pattern(path, m, "version", true, versionRE) },
+		func(sc *checker) { sc.uri(path, m, "spec", false) },
+		func(sc *checker) { sc.uri(path, m, "schema", false) },
+	} {
+		if soft {
+			c.soft(f)
+		} else {
+			f(c)
+		}
+	}
 	c.str(path, m, "id", false)
 	c.optObject(path, m, "config", false)
 }

@@ -42,7 +42,25 @@ func parseJSON(raw []byte) (any, error) {
 // checker records the first violation; every accessor is safe to call
 // after a failure (it returns zero values), so validators read straight
 // through without checking errors at each step.
-type checker struct{ err error }
+type checker struct {
+	err error
+	// ignored are the violations of parts the client never uses (see
+	// soft): reported, not fatal.
+	ignored []string
+}
+
+// soft checks, with f, a part of the document the client never acts on
+// (a payment handler's version, say): a violation there is recorded in
+// ignored instead of failing the document. Be strict about what you act
+// on and tolerant of what you ignore.
+func (c *checker) soft(f func(sc *checker)) {
+	sc := &checker{}
+	f(sc)
+	if sc.err != nil {
+		c.ignored = append(c.ignored, sc.err.Error())
+	}
+	c.ignored = append(c.ignored, sc.ignored...)
+}
 
 func (c *checker) failf(path, format string, args ...any) {
 	if c.err == nil {
