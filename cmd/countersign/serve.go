@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -27,7 +28,9 @@ import (
 	"github.com/countersign/countersign/metrics"
 	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/settle/fake"
+	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pebblestore"
+	"github.com/countersign/countersign/store/pgstore"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -41,6 +44,7 @@ open without credentials until agent credentials are configured. Use
 type serveConfig struct {
 	addr       string
 	data       string
+	store      string
 	baseURL    string
 	recordKey  string
 	origin     string
@@ -81,6 +85,7 @@ type serveConfig struct {
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "`host:port` to listen on")
 	fs.StringVar(&c.data, "data", "countersign-data", "data `directory` (created if missing)")
+	fs.StringVar(&c.store, "store", "", "where the state lives: a postgres:// `URL` (PostgreSQL, schema from ?schema=, default countersign; keys and files stay in --data), or empty for Pebble in <data>/store")
 	fs.StringVar(&c.baseURL, "base-url", "", "public base `URL` of this server, used in problem types and signed operator requests (default http://<addr>)")
 	fs.StringVar(&c.recordKey, "record-key", "", "record signing key `file` (JWK); sandbox default <data>/keys/record.jwk.json, generated if missing")
 	fs.StringVar(&c.origin, "origin", "", "checkpoint origin `name` of the record (default derived from the record key)")
@@ -261,7 +266,7 @@ func (s *server) addAux(flag string, ln net.Listener, h http.Handler, bounded bo
 // the sandbox's fake merchants, and the listeners.
 type server struct {
 	logger  *slog.Logger
-	store   *pebblestore.Store
+	store   store.Store
 	node    *countersign.Node
 	shops   *sandboxMerchants
 	http    *http.Server
@@ -306,9 +311,9 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		opts.Metrics = m
 		opts.Webhook.OnDelivery = m.ObserveWebhookDelivery
 	}
-	st, err := pebblestore.Open(filepath.Join(cfg.data, storeDir), storeOpts)
+	st, err := openStore(ctx, cfg, storeOpts, logger)
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -538,6 +543,36 @@ func (s *server) close() {
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing store", slog.Any("error", err))
 	}
+}
+
+// openStore opens the state: PostgreSQL when --store names a database,
+// else Pebble in the data directory.
+func openStore(ctx context.Context, cfg serveConfig, pebbleOpts *pebblestore.Options, logger *slog.Logger) (store.Store, error) {
+	if u := cfg.store; u != "" {
+		if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+			return nil, fmt.Errorf("--store %q: want a postgres:// URL, or nothing for Pebble in the data directory", u)
+		}
+		// The schema may ride in the URL (?schema=name), so that one
+		// string names the whole store; PostgreSQL itself never sees it.
+		schema := ""
+		if pu, err := url.Parse(u); err == nil {
+			q := pu.Query()
+			schema = q.Get("schema")
+			q.Del("schema")
+			pu.RawQuery = q.Encode()
+			u = pu.String()
+		}
+		st, err := pgstore.Open(ctx, u, &pgstore.Options{Logger: logger, Schema: schema})
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		return st, nil
+	}
+	st, err := pebblestore.Open(filepath.Join(cfg.data, storeDir), pebbleOpts)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, nil
 }
 
 func printBanner(w io.Writer, cfg serveConfig, baseURL, addr string) {
