@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/commerce/fakemerchant"
+	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -92,5 +95,95 @@ func TestRegisterMerchant(t *testing.T) {
 	// Without the seal key the stored credential does not open.
 	if _, err := New(Options{Store: f.st, Log: f.log, SealKey: bytes.Repeat([]byte{8}, 32), Connect: connect}); err == nil {
 		t.Error("a server with another seal key opened the stored credential")
+	}
+}
+
+// TestRegisterMerchantRefusals: what a retry cannot fix is
+// commerce.invalid_merchant; only what it can (no answer, a 5xx) is
+// merchant_unavailable, retry-as-is. Payment credentials are sealed.
+func TestRegisterMerchantRefusals(t *testing.T) {
+	f := newFixture(t)
+	sealKey := bytes.Repeat([]byte{9}, 32)
+	var connectErr error
+	var connects []MerchantSpec
+	connect := func(_ context.Context, sp MerchantSpec) (cart.Merchant, error) {
+		connects = append(connects, sp)
+		if connectErr != nil {
+			return nil, connectErr
+		}
+		return &engineMerchant{m: fakemerchant.New(&fakemerchant.Options{Now: f.now}), protocol: sp.Protocol}, nil
+	}
+	open := func() *Service {
+		s, err := New(Options{Store: f.st, Log: f.log, Now: f.now, SealKey: sealKey, Connect: connect})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	svc := open()
+	call := pay.OperatorCall{Operator: "op", Rationale: "the sample merchant"}
+	spec := func(id string) MerchantSpec {
+		return MerchantSpec{ID: id, Protocol: "ucp", ProfileURL: "https://" + id + ".example/.well-known/ucp"}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"invalid profile", fmt.Errorf("ucp: new: %w: profile: $.payment.handlers[0].id: \"id\" is required", cart.ErrInvalidResponse), ErrInvalidMerchant},
+		{"no common version", fmt.Errorf("ucp: new: %w", ucp.ErrNoCommonVersion), ErrInvalidMerchant},
+		{"no checkout capability", fmt.Errorf("ucp: new: %w: merchant does not offer dev.ucp.shopping.checkout", cart.ErrInvalidResponse), ErrInvalidMerchant},
+		{"unreachable", errors.New("connection refused"), ErrMerchantUnavailable},
+		{"timeout", fmt.Errorf("%w: %w", cart.ErrUnavailable, context.DeadlineExceeded), ErrMerchantUnavailable},
+		{"5xx", fmt.Errorf("%w: profile answered HTTP 503", cart.ErrUnavailable), ErrMerchantUnavailable},
+	} {
+		connectErr = tc.err
+		_, err := svc.RegisterMerchant(t.Context(), spec("m"), call)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		if tc.want == ErrInvalidMerchant && !strings.Contains(err.Error(), "profileUrl") {
+			t.Errorf("%s: %v does not name the field", tc.name, err)
+		}
+	}
+	connectErr = nil
+	for _, sp := range []MerchantSpec{
+		{ID: "acpcred", Protocol: "acp", BaseURL: "https://a.example", PaymentCredentials: []ucp.PaymentCredential{{Handler: "h", Token: "t"}}},
+		func() MerchantSpec {
+			s := spec("notoken")
+			s.PaymentCredentials = []ucp.PaymentCredential{{Handler: "h"}}
+			return s
+		}(),
+	} {
+		if _, err := svc.RegisterMerchant(t.Context(), sp, call); !errors.Is(err, ErrInvalidMerchant) {
+			t.Errorf("%s: %v, want ErrInvalidMerchant", sp.ID, err)
+		}
+	}
+	sp := spec("flowers")
+	sp.PaymentCredentials = []ucp.PaymentCredential{{Handler: "mock_payment_handler", Token: "tok_very_secret"}}
+	v, err := svc.RegisterMerchant(t.Context(), sp, call)
+	if err != nil || len(v.CredentialHandlers) != 1 || v.CredentialHandlers[0] != "mock_payment_handler" {
+		t.Fatalf("%+v %v", v, err)
+	}
+	leaked := false
+	_ = f.st.View(t.Context(), func(r store.Reader) error {
+		it := r.Iterate(nil, nil, false)
+		for it.Next() {
+			leaked = leaked || bytes.Contains(it.Value(), []byte("tok_very_secret"))
+		}
+		return it.Close()
+	})
+	if leaked {
+		t.Fatal("a payment credential is stored or recorded in the clear")
+	}
+	// After a restart the credential is unsealed and handed to the client.
+	connects = nil
+	again := open()
+	if _, err := again.Quote(t.Context(), f.caller, QuoteRequest{Rail: "ucp", Merchant: "flowers", Currency: "USD",
+		Lines: []cart.LineRequest{line("sku-mug", 1)}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(connects) != 1 || len(connects[0].PaymentCredentials) != 1 || connects[0].PaymentCredentials[0].Token != "tok_very_secret" {
+		t.Fatalf("connect after restart: %+v", connects)
 	}
 }

@@ -58,6 +58,10 @@ const (
 	// completion places the order, but its answer carries a signature that
 	// does not verify; every other answer is signed properly.
 	ScenarioBadSignatureOnComplete Scenario = "bad-signature-on-complete"
+	// ScenarioNeverReady: priced and in stock, but the session never
+	// reports it is ready for payment (UCP incomplete, with no message),
+	// as merchants built on the protocol's drafts do.
+	ScenarioNeverReady Scenario = "never_ready"
 )
 
 // Item is one catalogue entry.
@@ -86,6 +90,7 @@ var Catalogue = []Item{
 	{SKU: "sku-expiring", Title: "Short-lived offer", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioExpires},
 	{SKU: "sku-surge", Title: "Surge-priced ticket", PriceMinor: 5_000, TaxBasisPts: 0, Scenario: ScenarioPriceChanges},
 	{SKU: "sku-badsig", Title: "Answers signed badly (UCP)", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioBadSignature},
+	{SKU: "sku-never-ready", Title: "Never ready to pay", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioNeverReady},
 	{SKU: "sku-badsig-complete", Title: "Completion answer signed badly (UCP)", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioBadSignatureOnComplete},
 }
 

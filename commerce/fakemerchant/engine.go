@@ -35,6 +35,9 @@ type Options struct {
 	// SigningKeyID is the signing key's kid. Default "fakemerchant-"
 	// followed by 12 hex digits of the public key's SHA-256.
 	SigningKeyID string
+	// UCPPayment picks the payment handlers the UCP view declares:
+	// UCPPaymentTokenizer (the default) or UCPPaymentCredential.
+	UCPPayment UCPPayment
 }
 
 // Merchant is the shared state behind both protocol views: sessions,
@@ -298,7 +301,7 @@ func (m *Merchant) Status(s Session) cart.Status {
 		return cart.StatusExpired
 	}
 	switch s.Scenario {
-	case ScenarioOutOfStock:
+	case ScenarioOutOfStock, ScenarioNeverReady:
 		return cart.StatusIncomplete
 	case ScenarioEscalation:
 		return cart.StatusEscalation

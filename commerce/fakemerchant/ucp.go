@@ -32,6 +32,31 @@ const UCPTokenizerName = "dev.countersign.tokenizer"
 // UCPHandlerID is the fake's payment handler instance id.
 const UCPHandlerID = "allowance"
 
+// UCPPayment is the set of payment handlers the UCP view declares.
+type UCPPayment string
+
+const (
+	// UCPPaymentTokenizer: one tokenization handler (UCPHandlerID).
+	UCPPaymentTokenizer UCPPayment = ""
+	// UCPPaymentCredential: the shapes of merchants that take a token
+	// credential in the completion's instrument directly — a handler with
+	// no tokenization endpoint (UCPWalletID) that accepts UCPWalletToken
+	// and declines UCPWalletDeclineToken, and a handler it never accepts
+	// (UCPUnusedHandlerID) whose version is not a date ("1.0", outside
+	// the schema) and whose instrument_schemas is empty. No tokenizer.
+	UCPPaymentCredential UCPPayment = "credential"
+)
+
+// The credential handlers of UCPPaymentCredential.
+const (
+	UCPWalletID           = "wallet"
+	UCPWalletName         = "dev.countersign.wallet"
+	UCPWalletToken        = "wallet_success_token"
+	UCPWalletDeclineToken = "wallet_fail_token"
+	UCPUnusedHandlerID    = "gpay"
+	UCPUnusedHandlerName  = "com.example.pay"
+)
+
 // UCPHandler serves the UCP view of the merchant for versions (default
 // both). How the version is chosen: each version has its own profile and
 // its own REST endpoint, as UCP's supported_versions intends.
@@ -61,7 +86,12 @@ const UCPHandlerID = "allowance"
 // message payment_declined (2026-01-11) or payment_failed (2026-04-08);
 // complete_5xx answers 500; timeout_then_success completes, then holds the
 // answer for HangFor; expiry shows status canceled with expires_at past;
-// slow delays every answer about the session by SlowDelay.
+// slow delays every answer about the session by SlowDelay; never_ready
+// (sku-never-ready) stays incomplete without a message. With
+// Options.UCPPayment = UCPPaymentCredential the profile and the answers
+// declare the credential handlers instead of the tokenizer, and complete
+// takes UCPWalletToken (or declines UCPWalletDeclineToken) from an
+// instrument of handler UCPWalletID.
 //
 // Every 2026-04-08 checkout answer (errors included) is signed as UCP's
 // REST binding says (RFC 9421 with httpsign): Content-Digest (sha-256 of
@@ -172,6 +202,48 @@ func (v *ucpView) errorResponse(w http.ResponseWriter, status int, ver, code, co
 
 // ---- profile ----
 
+// handlers are the payment handlers declared in version ver, by name.
+func (v *ucpView) handlers(ver string) (names []string, hs []map[string]any) {
+	if v.m.opts.UCPPayment != UCPPaymentCredential {
+		return []string{UCPTokenizerName}, []map[string]any{v.handler(ver)}
+	}
+	base := v.m.BaseURL()
+	wallet := map[string]any{"id": UCPWalletID, "version": ver, "spec": base + "/handlers/wallet",
+		"config": map[string]any{"supported_tokens": []any{UCPWalletToken, UCPWalletDeclineToken}}}
+	unused := map[string]any{"id": UCPUnusedHandlerID, "version": "1.0", "spec": base + "/handlers/pay", "config": map[string]any{}}
+	if ver == UCP20260111 {
+		for _, h := range []map[string]any{wallet, unused} {
+			h["config_schema"] = h["spec"].(string) + "/config.json"
+		}
+		wallet["name"], unused["name"] = UCPWalletName, UCPUnusedHandlerName
+		wallet["instrument_schemas"] = []any{"https://ucp.dev/schemas/shopping/types/card_payment_instrument.json"}
+		unused["instrument_schemas"] = []any{}
+	} else {
+		wallet["available_instruments"] = []any{map[string]any{"type": "card"}}
+	}
+	return []string{UCPWalletName, UCPUnusedHandlerName}, []map[string]any{wallet, unused}
+}
+
+// handlerList is handlers as a 2026-01-11 list.
+func (v *ucpView) handlerList(ver string) []any {
+	_, hs := v.handlers(ver)
+	out := make([]any, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h)
+	}
+	return out
+}
+
+// handlerRegistry is handlers as a 2026-04-08 registry.
+func (v *ucpView) handlerRegistry(ver string) map[string]any {
+	names, hs := v.handlers(ver)
+	out := map[string]any{}
+	for i, h := range hs {
+		out[names[i]] = []any{h}
+	}
+	return out
+}
+
 func (v *ucpView) handler(ver string) map[string]any {
 	base := v.m.BaseURL()
 	if ver == UCP20260111 {
@@ -197,7 +269,7 @@ func (v *ucpView) profile(ver string) map[string]any {
 				"capabilities": []any{map[string]any{"name": "dev.ucp.shopping.checkout", "version": ver,
 					"spec": "https://ucp.dev/specification/checkout", "schema": "https://ucp.dev/schemas/shopping/checkout.json"}},
 			},
-			"payment": map[string]any{"handlers": []any{v.handler(ver)}},
+			"payment": map[string]any{"handlers": v.handlerList(ver)},
 		}
 	}
 	u := map[string]any{
@@ -206,7 +278,7 @@ func (v *ucpView) profile(ver string) map[string]any {
 			"transport": "rest", "schema": "https://ucp.dev/" + ver + "/services/shopping/rest.openapi.json", "endpoint": endpoint}}},
 		"capabilities": map[string]any{"dev.ucp.shopping.checkout": []any{map[string]any{"version": ver,
 			"spec": "https://ucp.dev/" + ver + "/specification/checkout", "schema": "https://ucp.dev/" + ver + "/schemas/shopping/checkout.json"}}},
-		"payment_handlers": map[string]any{UCPTokenizerName: []any{v.handler(ver)}},
+		"payment_handlers": v.handlerRegistry(ver),
 	}
 	older := map[string]any{}
 	for _, o := range v.versions {
@@ -375,7 +447,7 @@ func (v *ucpView) checkout(ver string, s Session, extra ...map[string]any) map[s
 	} else {
 		u["status"] = "success"
 		u["capabilities"] = map[string]any{"dev.ucp.shopping.checkout": []any{map[string]any{"version": ver}}}
-		u["payment_handlers"] = map[string]any{UCPTokenizerName: []any{v.handler(ver)}}
+		u["payment_handlers"] = v.handlerRegistry(ver)
 	}
 	out := map[string]any{
 		"ucp": u, "id": s.ID, "line_items": items, "status": status, "currency": s.Currency, "totals": tt,
@@ -389,7 +461,7 @@ func (v *ucpView) checkout(ver string, s Session, extra ...map[string]any) map[s
 		out["messages"] = msgs
 	}
 	if ver == UCP20260111 {
-		out["payment"] = map[string]any{"handlers": []any{v.handler(ver)}}
+		out["payment"] = map[string]any{"handlers": v.handlerList(ver)}
 	}
 	if s.Email != "" {
 		out["buyer"] = map[string]any{"email": s.Email}
@@ -590,7 +662,7 @@ type ucpInstrument struct {
 	} `json:"credential"`
 }
 
-func (q ucpComplete) token(ver string) (string, bool) {
+func (q ucpComplete) token(ver, handlerID string) (string, bool) {
 	var in *ucpInstrument
 	if ver == UCP20260111 {
 		in = q.PaymentData
@@ -601,7 +673,7 @@ func (q ucpComplete) token(ver string) (string, bool) {
 			}
 		}
 	}
-	if in == nil || in.HandlerID != UCPHandlerID || in.Credential == nil || in.Credential.Token == "" {
+	if in == nil || in.HandlerID != handlerID || in.Credential == nil || in.Credential.Token == "" {
 		return "", false
 	}
 	return in.Credential.Token, true
@@ -620,12 +692,30 @@ func (v *ucpView) complete(w http.ResponseWriter, r *http.Request, ver string) {
 		v.engineError(w, ver, err)
 		return
 	}
-	token, ok := q.token(ver)
+	handlerID := UCPHandlerID
+	if v.m.opts.UCPPayment == UCPPaymentCredential {
+		handlerID = UCPWalletID
+	}
+	token, ok := q.token(ver, handlerID)
 	if !ok {
-		v.engineError(w, ver, fmt.Errorf("%w: a token instrument of handler %q is required", ErrBadRequest, UCPHandlerID))
+		v.engineError(w, ver, fmt.Errorf("%w: a token instrument of handler %q is required", ErrBadRequest, handlerID))
 		return
 	}
-	_, hang, err := v.m.Complete(id, token, r.Header.Get("Idempotency-Key"), true)
+	var hang bool
+	switch {
+	case handlerID == UCPHandlerID:
+		_, hang, err = v.m.Complete(id, token, r.Header.Get("Idempotency-Key"), true)
+	case token == UCPWalletToken:
+		// The credential is the payment: no allowance to check.
+		_, hang, err = v.m.Complete(id, token, r.Header.Get("Idempotency-Key"), false)
+	case token == UCPWalletDeclineToken:
+		err = ErrDeclined
+		if st := v.m.Status(s); st != cart.StatusReady {
+			err = ErrNotReady
+		}
+	default:
+		err = ErrBadToken
+	}
 	if after, _ := v.m.peek(id); after.Scenario == ScenarioBadSignatureOnComplete && after.CompleteAttempts == 1 {
 		spoil(w)
 	}

@@ -2,6 +2,7 @@ package fakemerchant_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,9 +21,14 @@ type ucpServer struct {
 }
 
 func newUCPServer(t *testing.T, versions ...string) *ucpServer {
+	return newUCPServerWith(t, fakemerchant.Options{}, versions...)
+}
+
+func newUCPServerWith(t *testing.T, o fakemerchant.Options, versions ...string) *ucpServer {
 	srv := httptest.NewUnstartedServer(nil)
 	base := "http://" + srv.Listener.Addr().String()
-	m := fakemerchant.New(&fakemerchant.Options{BaseURL: base, SlowDelay: time.Millisecond})
+	o.BaseURL, o.SlowDelay = base, time.Millisecond
+	m := fakemerchant.New(&o)
 	srv.Config.Handler = m.UCPHandler(versions...)
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -219,6 +225,64 @@ func TestUCPScenarioHeaderAndErrors(t *testing.T) {
 			}
 			if code, _ := s.do("GET", "/ucp/2025-01-01/checkout-sessions/x", ""); code != 404 {
 				t.Fatalf("unknown version: %d", code)
+			}
+		})
+	}
+}
+
+// TestUCPCredentialShapes: UCPPaymentCredential declares a handler that
+// takes a token credential at complete (no tokenization endpoint) and one
+// with an undated version it never accepts; sku-never-ready never reports
+// ready. The rows are completions of one session each.
+func TestUCPCredentialShapes(t *testing.T) {
+	for _, v := range []string{fakemerchant.UCP20260111, fakemerchant.UCP20260408} {
+		t.Run(v, func(t *testing.T) {
+			s := newUCPServerWith(t, fakemerchant.Options{UCPPayment: fakemerchant.UCPPaymentCredential}, v)
+			code, b := s.do("GET", "/ucp/"+v+"/profile", "")
+			if code != 200 {
+				t.Fatalf("profile = %d %s", code, b)
+			}
+			if err := s.sch.Profile(t, v, b); err == nil || !strings.Contains(string(b), `"version":"1.0"`) ||
+				strings.Contains(string(b), "/ucp/tokenize") || !strings.Contains(string(b), `"`+fakemerchant.UCPWalletID+`"`) {
+				t.Fatalf("profile (schema: %v):\n%s", err, b)
+			}
+			ep := "/ucp/" + v + "/checkout-sessions"
+			instrument := func(handler, token string) string {
+				if v == fakemerchant.UCP20260111 {
+					return `{"payment_data":{"id":"pi_1","handler_id":"` + handler + `","type":"card","brand":"token","last_digits":"1234","credential":{"type":"token","token":"` + token + `"}}}`
+				}
+				return `{"payment":{"instruments":[{"id":"pi_1","handler_id":"` + handler + `","type":"card","selected":true,"credential":{"type":"token","token":"` + token + `"}}]}}`
+			}
+			for i, tc := range []struct {
+				name, sku, handler, token string
+				code                      int
+				status                    string
+			}{
+				{"wallet token", "sku-mug", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, 200, "completed"},
+				{"wallet decline", "sku-mug", fakemerchant.UCPWalletID, fakemerchant.UCPWalletDeclineToken, 200, "ready_for_complete"},
+				{"unknown token", "sku-mug", fakemerchant.UCPWalletID, "nope", 200, "ready_for_complete"},
+				{"unused handler", "sku-mug", fakemerchant.UCPUnusedHandlerID, fakemerchant.UCPWalletToken, 400, ""},
+				{"never ready", "sku-never-ready", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, 200, "incomplete"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					key := func(n int) string { return fmt.Sprintf("%08d-6c5b-4a39-8271-605f4e3d2c1b", 10*i+n) }
+					code, b := s.do("POST", ep, createBody(v, tc.sku), "Idempotency-Key", key(1))
+					if code != 201 || s.sch.Response(t, v, ucptest.Create, b) == nil {
+						// The answers carry the profile's handlers, outside the schema too.
+						t.Fatalf("create = %d %s", code, b)
+					}
+					if tc.sku == "sku-never-ready" && (field(t, b, "status") != "incomplete" || strings.Contains(string(b), `"messages"`)) {
+						t.Fatalf("never-ready session: %s", b)
+					}
+					body := instrument(tc.handler, tc.token)
+					if err := s.sch.Request(t, v, ucptest.Complete, []byte(body)); err != nil {
+						t.Fatalf("complete body: %v", err)
+					}
+					code, b = s.do("POST", ep+"/"+field(t, b, "id")+"/complete", body, "Idempotency-Key", key(2))
+					if code != tc.code || (tc.status != "" && field(t, b, "status") != tc.status) {
+						t.Fatalf("complete = %d %s, want %d %s", code, b, tc.code, tc.status)
+					}
+				})
 			}
 		})
 	}

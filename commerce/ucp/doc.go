@@ -114,6 +114,28 @@
 // last_digits: we send brand "spend_allowance" and the token's last four
 // characters.
 //
+// A handler without a tokenization endpoint takes the credential itself in
+// the completion's instrument (a wallet's or a PSP's token handler). When
+// no offered handler tokenizes, the client uses the first offered handler
+// (session's, then profile's) it holds a credential for
+// ([Options.PaymentCredentials], matched by handler id, then name): the
+// credential goes into the instrument as is ({"type":"token","token":…};
+// brand and last_digits from the credential, default "token" and the
+// token's last four characters). The body is the same on every attempt
+// under the same key, so a retry and the unknown-outcome re-read work as
+// for tokens. With neither, Complete fails with [cart.ErrRejected] before
+// anything is sent.
+//
+// # Tolerance
+//
+// Profiles and answers are validated for what the client uses. A payment
+// handler's version, spec and schema URIs are never used: a violation
+// there (a handler declaring version "1.0") is collected in
+// [Profile.Ignored] (answers: logged) instead of refusing the document.
+// A completed 2026-01-11 session that names its order in order_id and
+// order_permalink_url (the drafts' shape) instead of order yields that
+// order, both members checked as order's are.
+//
 // Complete outcomes: completed with an order → [cart.Order]; an error
 // message payment_declined/payment_failed → [cart.ErrDeclined]; any other
 // open status → [cart.ErrNotReady]; complete_in_progress →
