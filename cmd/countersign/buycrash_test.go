@@ -21,13 +21,14 @@ import (
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/commerce/cart"
 	"github.com/countersign/countersign/commerce/fakemerchant"
+	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/pay"
 )
 
-// shopTap is the front door of the fake ACP merchant in the buy crash
+// shopTap is the front door of the fake merchant (ACP or UCP) in the buy crash
 // test. It passes every request to the merchant and watches two kinds: a
 // create's answer names a checkout session the server opened, and a
 // completion runs at the merchant at once while its answer is held for
@@ -39,6 +40,9 @@ import (
 type shopTap struct {
 	h    http.Handler
 	plan *killPlan
+	// collection is the path of the checkout sessions collection:
+	// /checkout_sessions (ACP) or /ucp/<version>/checkout-sessions (UCP).
+	collection string
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -50,8 +54,8 @@ type shopTap struct {
 }
 
 func (s *shopTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	create := r.Method == http.MethodPost && r.URL.Path == "/checkout_sessions"
-	rest, session := strings.CutPrefix(r.URL.Path, "/checkout_sessions/")
+	create := r.Method == http.MethodPost && r.URL.Path == s.collection
+	rest, session := strings.CutPrefix(r.URL.Path, s.collection+"/")
 	id, complete := strings.CutSuffix(rest, "/complete")
 	complete = complete && session && r.Method == http.MethodPost
 	if !create && !complete {
@@ -226,7 +230,17 @@ func (k *killPlan) killed() bool {
 //
 // BUYCRASH_SEED=N replays a run's kill schedule (the kill points, not the
 // timing).
-func TestBuySurvivesSIGKILL(t *testing.T) {
+func TestBuySurvivesSIGKILL(t *testing.T) { buySurvivesSIGKILL(t, "acp") }
+
+// TestBuySurvivesSIGKILLCredentialHandler is the same over UCP 2026-01-11
+// with a merchant whose payment handler takes a token credential at
+// complete (no tokenization endpoint) and whose profile declares a
+// handler with an undated version it never uses: the credential is handed
+// over in the completion, under the same settlement rail and the same
+// unknown-outcome reconciliation.
+func TestBuySurvivesSIGKILLCredentialHandler(t *testing.T) { buySurvivesSIGKILL(t, "ucp") }
+
+func buySurvivesSIGKILL(t *testing.T, rail string) {
 	bin := binary(t)
 	dir := t.TempDir()
 	seed := uint64(time.Now().UnixNano())
@@ -242,16 +256,27 @@ func TestBuySurvivesSIGKILL(t *testing.T) {
 
 	// The merchant lives in the test process, so it outlives every kill.
 	plan := &killPlan{}
-	tap := &shopTap{plan: plan, rng: rand.New(rand.NewPCG(seed, 12)),
+	tap := &shopTap{plan: plan, rng: rand.New(rand.NewPCG(seed, 12)), collection: "/checkout_sessions",
 		sessions: map[string]bool{}, orderOf: map[string]string{}}
 	ts := httptest.NewUnstartedServer(tap)
-	fm := fakemerchant.New(&fakemerchant.Options{BaseURL: "http://" + ts.Listener.Addr().String()})
+	fo := &fakemerchant.Options{BaseURL: "http://" + ts.Listener.Addr().String()}
+	if rail == "ucp" {
+		fo.UCPPayment = fakemerchant.UCPPaymentCredential
+	}
+	fm := fakemerchant.New(fo)
 	tap.h = fm.ACPHandler()
+	shop := merchantFile{ID: "shop", Protocol: "acp", BaseURL: "http://" + ts.Listener.Addr().String()}
+	if rail == "ucp" {
+		tap.h = fm.UCPHandler(fakemerchant.UCP20260111)
+		tap.collection = "/ucp/" + fakemerchant.UCP20260111 + "/checkout-sessions"
+		shop = merchantFile{ID: "shop", Protocol: "ucp", ProfileURL: shop.BaseURL + "/.well-known/ucp",
+			PaymentCredentials: []ucp.PaymentCredential{{Handler: fakemerchant.UCPWalletID, Token: fakemerchant.UCPWalletToken}}}
+	}
 	ts.Start()
 	defer ts.Close()
 	defer plan.restarted() // a completion still held would block Close
 	merchants := filepath.Join(t.TempDir(), "merchants.json")
-	mf, _ := json.Marshal([]merchantFile{{ID: "shop", Protocol: "acp", BaseURL: ts.URL}})
+	mf, _ := json.Marshal([]merchantFile{shop})
 	if err := os.WriteFile(merchants, mf, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -278,10 +303,10 @@ func TestBuySurvivesSIGKILL(t *testing.T) {
 		sku := []string{"sku-mug", "sku-book"}[i%2]
 		keys[i] = fmt.Sprintf("buycrash-%03d", i)
 		p := commerce.PurchaseRequest{
-			QuoteRequest: commerce.QuoteRequest{Rail: "acp", Merchant: "shop", Currency: "USD",
+			QuoteRequest: commerce.QuoteRequest{Rail: rail, Merchant: "shop", Currency: "USD",
 				Lines: []cart.LineRequest{{ID: sku, Quantity: int64(1 + (i/2)%3)}}},
 			IdempotencyKey: keys[i], Purpose: "buy crash test",
-			Terms: pay.Terms{Rail: "acp", Reversibility: gate.Irreversible, Finality: gate.FinalityInstant,
+			Terms: pay.Terms{Rail: rail, Reversibility: gate.Irreversible, Finality: gate.FinalityInstant,
 				Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated},
 			Envelope: pay.Envelope{Mandate: mandate},
 		}
