@@ -3,6 +3,7 @@ package ucp
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,7 @@ func decodeCheckout(version string, raw []byte) (decoded, error) {
 	default:
 		return decoded{}, fmt.Errorf("%w: unknown version %q", cart.ErrInvalidResponse, version)
 	}
+	slices.Sort(d.Ignored) // registries are maps: a stable order
 	return d, nil
 }
 
