@@ -132,3 +132,44 @@ func TestMerchantsFileSigningKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorMerchantAddPaymentCredential registers, from the CLI, a UCP
+// merchant whose payment handler takes a token credential at complete
+// (the token read from a file), and buys from it.
+func TestOperatorMerchantAddPaymentCredential(t *testing.T) {
+	ss := startSandbox(t)
+	srv := httptest.NewUnstartedServer(nil)
+	fm := fakemerchant.New(&fakemerchant.Options{BaseURL: "http://" + srv.Listener.Addr().String(),
+		UCPPayment: fakemerchant.UCPPaymentCredential})
+	srv.Config.Handler = fm.UCPHandler(fakemerchant.UCP20260111)
+	srv.Start()
+	defer srv.Close()
+	tokenFile := filepath.Join(t.TempDir(), "wallet.token")
+	if err := os.WriteFile(tokenFile, []byte(fakemerchant.UCPWalletToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	add := func(id string, extra ...string) cliResult {
+		return cli(t, append([]string{"operator", "merchant", "add", "--url", ss.base,
+			"--key", filepath.Join(ss.dir, sandboxOperatorKey), "--rationale", "the wallet shop, with its token",
+			"--id", id, "--protocol", "ucp", "--profile-url", srv.URL + "/.well-known/ucp"}, extra...)...)
+	}
+	r := add("wallet-shop", "--payment-credential", fakemerchant.UCPWalletID+"="+tokenFile)
+	if r.status != 201 || strings.Contains(r.out, fakemerchant.UCPWalletToken) {
+		t.Fatalf("merchant add with a credential: %s", r.out)
+	}
+	for _, bad := range []string{"no-equals", fakemerchant.UCPWalletID + "=", "=" + tokenFile, fakemerchant.UCPWalletID + "=/nonexistent"} {
+		if r := add("bad-shop", "--payment-credential", bad); r.code == 0 {
+			t.Errorf("--payment-credential %q accepted: %s", bad, r.out)
+		}
+	}
+	buy := cli(t, "buy", "--url", ss.base, "--agent-key", filepath.Join(ss.dir, sandboxAgentKey),
+		"--credential", filepath.Join(ss.dir, sandboxCredential), "--mandate", filepath.Join(ss.dir, sandboxMandate),
+		"--merchant", "wallet-shop", "--rail", "ucp", "--line", "sku-mug")
+	if buy.status != 200 {
+		t.Fatalf("buy through the credential handler: %s", buy.out)
+	}
+	_, body := get(t, ss.base+"/commerce/merchants", "Authorization", ss.bearer)
+	if strings.Contains(string(body), fakemerchant.UCPWalletToken) || !strings.Contains(string(body), `"credentialHandlers":["`+fakemerchant.UCPWalletID+`"]`) {
+		t.Errorf("the listing shows the token, or not the handler: %s", body)
+	}
+}

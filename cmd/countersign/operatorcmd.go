@@ -43,7 +43,8 @@ characters); it is written into the record with your key id.
   counterparty list [--limit N] [--cursor C]
   revoke-identity --id AGENT|DISCLOSURE [--reason TEXT] --rationale R
   merchant add    --id ID --protocol acp|ucp (--merchant-url URL [--api-key-file F] [--psp-url URL]
-                  | --profile-url URL [--signing-key FILE]...) --rationale R
+                  | --profile-url URL [--signing-key FILE]... [--payment-credential HANDLER=FILE]...)
+                  --rationale R
                                                      register a merchant agents may buy from
   mandate         issue a mandate offline (no server): see "operator mandate -h"
 
@@ -93,6 +94,8 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	profileURL := fs.String("profile-url", "", "UCP: the merchant's /.well-known/ucp")
 	var signingKeys fileList
 	fs.Var(&signingKeys, "signing-key", "UCP: a `file` holding the merchant's public response-signing key (a JWK, or a JSON array of JWKs) to pin; repeatable")
+	var credentials fileList
+	fs.Var(&credentials, "payment-credential", "UCP: `HANDLER=FILE`, a token credential (read from FILE, sealed by the server, never shown again) for a payment handler that takes one at complete, by its id or name; repeatable")
 	reason := fs.String("reason", "", "why the identity is revoked, for people reading the record")
 	kind := fs.String("kind", "", "counterparty kind: agent (default), merchant or service")
 	rails := fs.String("rails", "", "comma-separated rails the counterparty can be paid on")
@@ -170,6 +173,13 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			req["signingKeys"] = keys
 		}
+		if len(credentials) > 0 {
+			creds, err := readCredentials(credentials)
+			if err != nil {
+				return err
+			}
+			req["paymentCredentials"] = creds
+		}
 		body = req
 	case "revoke-mandate":
 		op, method, path = "mandate.revoke", "POST", "/protocol/mandate/revoke"
@@ -186,6 +196,29 @@ type fileList []string
 
 func (f *fileList) String() string     { return strings.Join(*f, ",") }
 func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+
+// readCredentials reads --payment-credential HANDLER=FILE values: the
+// token is in a file, never on the command line, where it would stay in
+// the shell's history and the process list.
+func readCredentials(specs []string) ([]map[string]string, error) {
+	var out []map[string]string
+	for _, spec := range specs {
+		handler, file, ok := strings.Cut(spec, "=")
+		if !ok || handler == "" || file == "" {
+			return nil, fmt.Errorf("--payment-credential %q: want HANDLER=FILE", spec)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--payment-credential: %w", err)
+		}
+		token := strings.TrimSpace(string(b))
+		if token == "" {
+			return nil, fmt.Errorf("--payment-credential %s: the file is empty", file)
+		}
+		out = append(out, map[string]string{"handler": handler, "token": token})
+	}
+	return out, nil
+}
 
 // readSigningKeys reads the public JWKs of files: each holds one JWK
 // object or a JSON array of them. The server checks each key; a private
