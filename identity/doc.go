@@ -79,9 +79,12 @@
 // # The deployment's own identity
 //
 // [Service] is a deployment's identity, built on the above. [Open] loads
-// (or on first start creates and records) the agent id — the did:key of the
-// first identity key, kept for good — and the rotation chain to the key
-// that signs now; [Service.Rotate] extends the chain under an operator's
+// (or on first start creates and records) the agent id — the first identity
+// key as 64 lowercase hex digits, the form every ADP verifier accepts on
+// every path, kept for good as written (an identity created before this
+// default keeps its did:key) — and the rotation chain to the key that signs
+// now; [Service.Respond] answers a challenge with the current key in hex
+// (SPEC §7.2); [Service.Rotate] extends the chain under an operator's
 // call. [Service.Disclose] serves the deployment's signed disclosure, whose
 // fields are read from the running server through [Sources] (the gate
 // policy in force as the constitution, the contract model's operations as

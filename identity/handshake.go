@@ -133,11 +133,11 @@ func isStructuredValue(s string) bool {
 // signature base binding agentID, auditHead, the challenge's nonce and
 // verifierId, the time now (as [Timestamp]) and, when version is not nil,
 // the disclosure version it presents. agentID defaults to key's hex public
-// key; pass the disclosure's agentId (for example its did:key form, or the
-// pre-rotation identity) to answer as that identity. The reference verifier
-// checks the signature against agentId read as a hex key, so it can verify
-// only responses whose agentId is the signing key in hex; [VerifyResponse]
-// also accepts the did:key form and rotated identities.
+// key, which is what SPEC §7.2 defines and what every verifier checks the
+// signature against (§7.4 step 4); leave it empty to interoperate. Passing
+// another form (the did:key form, or the pre-rotation identity) is
+// understood by [VerifyResponse] but refused by verifiers that follow §7.4
+// to the letter.
 func Respond(ch Challenge, key ed25519.PrivateKey, agentID, auditHead string, now time.Time, version *int) (ChallengeResponse, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return ChallengeResponse{}, fmt.Errorf("identity: respond: private key is %d bytes, want %d", len(key), ed25519.PrivateKeySize)
@@ -229,9 +229,12 @@ const (
 // heads to compare with, the audit head has not regressed.
 //
 // The signing key is the key agentId names. When hp.RotationChain is not
-// empty the identity has moved on: the chain must verify from agentId and
-// the signature must be by the key it ends at, so a rotated-away key can no
-// longer answer for the identity.
+// empty the identity has moved on: the response's agentId is either the key
+// the chain ends at (SPEC §7.2, the responder's own key; the chain must
+// verify from ExpectedAgentID to it), or the stable identity itself, signed
+// by the key the chain ends at; a rotated-away key can no longer answer.
+// When hp.SupportedVersions is nil the challenge's SupportedVersions apply
+// (SPEC §7.5: a verifier refuses a version it did not advertise).
 func VerifyResponse(resp ChallengeResponse, ch Challenge, hp HandshakePolicy) HandshakeResult {
 	res := HandshakeResult{Checks: make([]Check, 0, 7)}
 	record := func(name string, ok bool, reason string) {
@@ -247,7 +250,9 @@ func VerifyResponse(resp ChallengeResponse, ch Challenge, hp HandshakePolicy) Ha
 	case hp.ExpectedAgentID == "":
 		record(HandshakeCheckAgentID, false, "no expected agentId in the handshake policy")
 	default:
-		record(HandshakeCheckAgentID, sameAgent(resp.AgentID, hp.ExpectedAgentID), "response agentId does not match the disclosure")
+		record(HandshakeCheckAgentID, sameAgent(resp.AgentID, hp.ExpectedAgentID) ||
+			answersForRotated(resp.AgentID, hp.ExpectedAgentID, hp.RotationChain),
+			"response agentId does not match the disclosure")
 	}
 
 	m := sigMaterial{
@@ -268,10 +273,16 @@ func VerifyResponse(resp ChallengeResponse, ch Challenge, hp HandshakePolicy) Ha
 	ok, reason := verifyHandshakeSignature(&m, resp.Signature, hp.RotationChain)
 	record(HandshakeCheckSignature, ok, reason)
 
-	if hp.SupportedVersions != nil && resp.DisclosureVersion != nil {
+	supported := hp.SupportedVersions
+	if supported == nil {
+		// The challenge advertised them (§7.1); §7.5 holds the verifier to
+		// what it advertised.
+		supported = ch.SupportedVersions
+	}
+	if supported != nil && resp.DisclosureVersion != nil {
 		v := *resp.DisclosureVersion
-		record(HandshakeCheckVersion, slices.Contains(hp.SupportedVersions, v),
-			fmt.Sprintf("unsupported disclosure version %d (verifier supports %v)", v, hp.SupportedVersions))
+		record(HandshakeCheckVersion, slices.Contains(supported, v),
+			fmt.Sprintf("unsupported disclosure version %d (verifier supports %v)", v, supported))
 	}
 
 	now := hp.Now
@@ -306,6 +317,14 @@ func VerifyResponse(resp ChallengeResponse, ch Challenge, hp HandshakePolicy) Ha
 	return res
 }
 
+// verifyHandshakeSignature checks the response's signature. The key is the
+// one the response's agentId names (SPEC §7.4 step 4), except when a
+// rotation chain is given and the response answers as the stable identity
+// itself: then the identity has moved on, and only the key the
+// chain ends at may sign for it, so a rotated-away key can no longer
+// answer. A response whose agentId is the chain's last key (§7.2: the
+// responder's own key) is checked against that key; the agentId check
+// verifies the chain from the expected identity to it.
 func verifyHandshakeSignature(m *sigMaterial, sigHex string, chain []RotationStatement) (bool, string) {
 	key, err := PublicKeyOf(m.agentID)
 	if err != nil {
@@ -316,8 +335,10 @@ func verifyHandshakeSignature(m *sigMaterial, sigHex string, chain []RotationSta
 		if err != nil {
 			return false, "rotation chain does not end at an Ed25519 key"
 		}
-		if err := VerifyRotationChain(m.agentID, chain, last); err != nil {
-			return false, err.Error()
+		if !bytes.Equal(key, last) {
+			if err := VerifyRotationChain(m.agentID, chain, last); err != nil {
+				return false, err.Error()
+			}
 		}
 		key = last
 	}
@@ -326,6 +347,24 @@ func verifyHandshakeSignature(m *sigMaterial, sigHex string, chain []RotationSta
 		return false, "challenge signature invalid (no live key possession)"
 	}
 	return true, ""
+}
+
+// answersForRotated reports whether agentID names the key a verified
+// rotation chain from expected ends at: the responder answering with its
+// current key (SPEC §7.2) for an identity that rotated to it.
+func answersForRotated(agentID, expected string, chain []RotationStatement) bool {
+	if len(chain) == 0 {
+		return false
+	}
+	key, err := PublicKeyOf(agentID)
+	if err != nil {
+		return false
+	}
+	last, err := PublicKeyOf(chain[len(chain)-1].To)
+	if err != nil || !bytes.Equal(key, last) {
+		return false
+	}
+	return VerifyRotationChain(expected, chain, last) == nil
 }
 
 // sameAgent compares two agentIds as keys when both name one, else as

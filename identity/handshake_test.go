@@ -70,6 +70,8 @@ func TestHandshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldKeyAnswer, _ := Respond(ch, keys[0], adpHex(keys[0]), anchor, now, nil)
+	currentKeyAnswer, _ := Respond(ch, keys[2], "", anchor, now, nil) // SPEC §7.2: the responder's own key
+	strangerAnswer, _ := Respond(ch, adpKey(31), "", anchor, now, nil)
 
 	edit := func(r ChallengeResponse, f func(*ChallengeResponse)) ChallengeResponse { f(&r); return r }
 	for _, c := range []struct {
@@ -86,7 +88,12 @@ func TestHandshake(t *testing.T) {
 		{"unsupported version", ok(&v2), ch, base, []string{HandshakeCheckVersion}, false},
 		{"empty supported set", ok(&v1), ch, func() HandshakePolicy { p := base; p.SupportedVersions = []int{}; return p }(),
 			[]string{HandshakeCheckVersion}, false},
-		{"no version negotiation", ok(&v2), ch, func() HandshakePolicy { p := base; p.SupportedVersions = nil; return p }(), nil, false},
+		// SPEC §7.5: the versions the challenge advertised bind the
+		// verifier even when its policy names none.
+		{"advertised versions apply", ok(&v2), ch, func() HandshakePolicy { p := base; p.SupportedVersions = nil; return p }(),
+			[]string{HandshakeCheckVersion}, false},
+		{"no version negotiation", ok(&v2), func() Challenge { c := ch; c.SupportedVersions = nil; return c }(),
+			func() HandshakePolicy { p := base; p.SupportedVersions = nil; return p }(), nil, false},
 		{"nonce mismatch", ok(nil), Challenge{Nonce: "other", VerifierID: "verifier-X"}, base,
 			[]string{HandshakeCheckNonce, HandshakeCheckSignatureInput, HandshakeCheckSignature}, false},
 		{"verifier id swapped", ok(nil), Challenge{Nonce: ch.Nonce, VerifierID: "verifier-Y"}, base,
@@ -146,6 +153,16 @@ func TestHandshake(t *testing.T) {
 			[]string{HandshakeCheckSignature}, false},
 		{"old key after rotation", oldKeyAnswer, ch, HandshakePolicy{ExpectedAgentID: adpHex(keys[0]), Now: now,
 			RotationChain: chain}, []string{HandshakeCheckSignature}, false},
+		{"rotated key answers as itself", currentKeyAnswer, ch, HandshakePolicy{ExpectedAgentID: adpHex(keys[0]),
+			Now: now, RotationChain: chain}, nil, false},
+		{"rotated key as itself, did:key identity", currentKeyAnswer, ch, HandshakePolicy{ExpectedAgentID: DIDKey(adpPub(keys[0])),
+			Now: now, RotationChain: chain}, nil, false},
+		{"rotated key as itself without the chain", currentKeyAnswer, ch, HandshakePolicy{ExpectedAgentID: adpHex(keys[0]), Now: now},
+			[]string{HandshakeCheckAgentID}, false},
+		{"rotated key as itself, broken chain", currentKeyAnswer, ch, HandshakePolicy{ExpectedAgentID: adpHex(keys[0]), Now: now,
+			RotationChain: chain[1:]}, []string{HandshakeCheckAgentID}, false},
+		{"a stranger as itself", strangerAnswer, ch, HandshakePolicy{ExpectedAgentID: adpHex(keys[0]), Now: now,
+			RotationChain: chain}, []string{HandshakeCheckAgentID, HandshakeCheckSignature}, false},
 		{"broken chain", rotated, ch, HandshakePolicy{ExpectedAgentID: adpHex(keys[0]), Now: now,
 			RotationChain: chain[1:]}, []string{HandshakeCheckSignature}, false},
 	} {

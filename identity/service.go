@@ -180,7 +180,10 @@ type Service struct {
 }
 
 // selfState is what the store keeps about this deployment's identity: the
-// stable agent id and the rotation chain from it to the current key.
+// stable agent id and the rotation chain from it to the current key. The
+// agent id is stored as written, so its form (64 lowercase hex digits for
+// identities created now, did:key for those created before) is chosen once,
+// at creation, and every disclosure and rotation chain repeats it exactly.
 type selfState struct {
 	AgentID string              `json:"agentId"`
 	Chain   []RotationStatement `json:"chain,omitempty"`
@@ -234,7 +237,9 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 		if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		self := selfState{AgentID: DIDKey(original.Public().(ed25519.PublicKey))}
+		// Hex, the form every ADP verifier accepts on every path (SPEC
+		// §3.1's first form, §5.1's rotation hops, §7.2's response).
+		self := selfState{AgentID: keyHex(original.Public().(ed25519.PublicKey))}
 		data, err := json.Marshal(map[string]string{"agentId": self.AgentID,
 			"publicKey": keyHex(original.Public().(ed25519.PublicKey))})
 		if err != nil {

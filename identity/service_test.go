@@ -163,8 +163,8 @@ func TestDisclosureRoundTrip(t *testing.T) {
 			t.Errorf("%s: the document is not valid against disclosure.schema.json: %v", env, err)
 		}
 		doc := v.Disclosure
-		if doc.AgentID != d.svc.AgentID() || doc.AgentID != DIDKey(d.keys[0].Public().(ed25519.PublicKey)) {
-			t.Errorf("agentId %s is not the did:key of the identity key", doc.AgentID)
+		if doc.AgentID != d.svc.AgentID() || doc.AgentID != hex.EncodeToString(d.keys[0].Public().(ed25519.PublicKey)) {
+			t.Errorf("agentId %s is not the identity key in hex", doc.AgentID)
 		}
 		if !doc.Constitution.Enforced || doc.Constitution.Digest != GateConstitution(testPolicy, d.log.Origin()).Digest {
 			t.Errorf("constitution is not the gate's: %+v", doc.Constitution)

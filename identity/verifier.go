@@ -326,7 +326,10 @@ func (s *Service) checkHandshake(ctx context.Context, d Decision, resp *Challeng
 		return false, "no verified disclosure to bind the handshake to", nil
 	}
 	hp := HandshakePolicy{ExpectedAgentID: d.AgentID, DisclosureAnchor: d.Disclosure.AuditAnchor, Now: now,
-		RotationChain: d.RotationChain}
+		RotationChain: d.RotationChain, SupportedVersions: c.Challenge.SupportedVersions}
+	if hp.SupportedVersions == nil {
+		hp.SupportedVersions = []int{1} // what every challenge issued here advertises
+	}
 	r := VerifyResponse(*resp, c.Challenge, hp)
 	if !r.OK {
 		return false, fmt.Sprintf("handshake failed: %v", r.Failed), nil
@@ -335,7 +338,10 @@ func (s *Service) checkHandshake(ctx context.Context, d Decision, resp *Challeng
 }
 
 // Respond answers a counterparty's challenge (ADP §7.2) with this
-// deployment's current key, bound to the record's current head.
+// deployment's current key, bound to the record's current head. The
+// response's agentId is that key in hex, as §7.2 defines it and §7.4 step 4
+// verifies it: the stable agent id itself while no rotation happened (and
+// it is hex), the rotation chain's last key after one.
 func (s *Service) Respond(ctx context.Context, ch Challenge) (ChallengeResponse, error) {
 	if ch.Nonce == "" || len(ch.Nonce) > 256 || len(ch.VerifierID) > 256 || len(ch.SupportedVersions) > 16 {
 		return ChallengeResponse{}, fmt.Errorf("%w: nonce is required; nonce and verifierId at most 256 bytes, at most 16 versions", ErrBadChallenge)
@@ -344,9 +350,9 @@ func (s *Service) Respond(ctx context.Context, ch Challenge) (ChallengeResponse,
 	if err != nil {
 		return ChallengeResponse{}, err
 	}
-	key, agentID, _ := s.signer()
+	key, _, _ := s.signer()
 	v := 1
-	resp, err := Respond(ch, key, agentID, head, s.now(), &v)
+	resp, err := Respond(ch, key, "", head, s.now(), &v)
 	if err != nil {
 		return ChallengeResponse{}, fmt.Errorf("%w: %v", ErrBadChallenge, err)
 	}
