@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +79,9 @@ const (
 	EntryVerified   = "identity.verified"
 	EntryRevoked    = "identity.revoked"
 	EntryPartyAdded = "identity.counterparty_registered"
+	// EntryAgentIDForm records that Options.HexAgentID rewrote a did:key
+	// agent id to the same key in hex.
+	EntryAgentIDForm = "identity.agent_id_form"
 	// EntryPolicy records the deployment's policy digest (the disclosed
 	// constitution's digest) whenever a start finds it changed.
 	EntryPolicy = "gate.policy"
@@ -124,6 +128,15 @@ type Options struct {
 	// ChallengeTTL is how long a challenge this deployment issued can be
 	// answered. Default 5 minutes.
 	ChallengeTTL time.Duration
+	// HexAgentID, when the stored agent id is a did:key (an identity
+	// created before hex became the default), makes Open rewrite it once
+	// to the same key in hex and record an [EntryAgentIDForm] entry. Both
+	// forms name one key, so verifiers that compare keys see the same
+	// identity; verifiers that compare strings (SPEC §5.1's chain walk,
+	// §7.4's agentId match, hex-only raw verifiers) accept only the hex
+	// one. The stored rotation chain's hops are hex already and continue
+	// from it. Irreversible; without it the stored form is kept.
+	HexAgentID bool
 	// HTTPClient fetches disclosures from registered counterparties' base
 	// URLs. It must refuse private destinations at every connection: build
 	// it with URLs.Client (package netguard), as the reference server does.
@@ -232,7 +245,13 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 	err := s.log.Update(ctx, func(txn store.Txn) error {
 		b, err := txn.Get([]byte(keySelf))
 		if err == nil {
-			return json.Unmarshal(b, &s.self)
+			if err := json.Unmarshal(b, &s.self); err != nil {
+				return err
+			}
+			if opts.HexAgentID {
+				return s.hexAgentID(txn)
+			}
+			return nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -282,6 +301,42 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 		}
 	}
 	return s, nil
+}
+
+// hexAgentID rewrites a did:key agent id to the same key in hex, in txn,
+// and records the change; any other agent id is left as it is.
+func (s *Service) hexAgentID(txn store.Txn) error {
+	if !strings.HasPrefix(s.self.AgentID, didKeyPrefix) {
+		return nil
+	}
+	k, err := PublicKeyOf(s.self.AgentID)
+	if err != nil {
+		return fmt.Errorf("stored agent id: %w", err)
+	}
+	self := selfState{AgentID: keyHex(k), Chain: s.self.Chain}
+	if n := len(self.Chain); n > 0 {
+		last, err := PublicKeyOf(self.Chain[n-1].To)
+		if err != nil {
+			return fmt.Errorf("stored rotation chain: %w", err)
+		}
+		if err := VerifyRotationChain(self.AgentID, self.Chain, last); err != nil {
+			return fmt.Errorf("stored rotation chain from the hex agent id: %w", err)
+		}
+	}
+	data, err := json.Marshal(map[string]string{"from": s.self.AgentID, "agentId": self.AgentID})
+	if err != nil {
+		return err
+	}
+	if _, err := s.log.Append(txn, audit.Record{Type: EntryAgentIDForm,
+		Actor: audit.Actor{Kind: "system", ID: "identity"}, Data: data}); err != nil {
+		return err
+	}
+	b, err := json.Marshal(self)
+	if err != nil {
+		return err
+	}
+	s.self = self
+	return txn.Set([]byte(keySelf), b)
 }
 
 // recordPolicy appends a gate.policy entry when the constitution's digest

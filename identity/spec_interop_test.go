@@ -410,4 +410,23 @@ func TestSpecDIDKeyIdentity(t *testing.T) {
 		t.Fatal("a restart lost the did:key identity's rotation")
 	}
 	verify("rotated")
+
+	// Options.HexAgentID moves the identity to the same key in hex, once:
+	// the stored chain then continues from the agentId as written.
+	us.opts.HexAgentID = true // a hex identity is left as it is
+	if us.reopen(t); len(us.entries(t, EntryAgentIDForm)) != 0 {
+		t.Error("HexAgentID rewrote a hex agent id")
+	}
+	l.opts.HexAgentID = true
+	l.reopen(t)
+	l.reopen(t)
+	hexID := hex.EncodeToString(l.keys[0].Public().(ed25519.PublicKey))
+	if l.svc.AgentID() != hexID || len(l.entries(t, EntryAgentIDForm)) != 1 {
+		t.Fatalf("HexAgentID: agentId %s, %d entries", l.svc.AgentID(), len(l.entries(t, EntryAgentIDForm)))
+	}
+	for _, env := range []string{EnvelopeV1, EnvelopeJWS} {
+		if id, reason := letterEnvelope(t, l.disclose(t, env)); id != hexID || reason != "" {
+			t.Errorf("after HexAgentID, %s: agentId %s: %s", env, id, reason)
+		}
+	}
 }
