@@ -279,7 +279,7 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		var err error
 		if n.ident, err = identity.Open(ctx, identity.Options{
 			Store: n.st, Log: n.log, Keys: id.Keys, NewKey: id.NewKey, Facts: src.Facts, Policy: id.Policy,
-			TTL: id.TTL, HTTPClient: o.HTTPClient, URLs: *o.URLs, Directories: []identity.Directory{merchantDirectory{n.shop}},
+			TTL: id.TTL, HexAgentID: id.HexAgentID, HTTPClient: o.HTTPClient, URLs: *o.URLs, Directories: []identity.Directory{merchantDirectory{n.shop}},
 			BaseURL: o.BaseURL, Now: o.Now, Logger: o.Logger,
 		}); err != nil {
 			return pay.Attachment{}, fmt.Errorf("identity: %w", err)

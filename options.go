@@ -145,6 +145,12 @@ type IdentityOptions struct {
 	Policy identity.Policy
 	// TTL is how long a disclosure is valid. Default: identity's.
 	TTL time.Duration
+	// HexAgentID rewrites, once and irreversibly, an agent id stored in
+	// its did:key form (an identity created before hex became the
+	// default) to the same key in hex, the form every ADP verifier
+	// accepts (identity.Options.HexAgentID). Default false: the stored
+	// form is kept.
+	HexAgentID bool
 }
 
 // MemoryOptions configures the memory (package memory).

@@ -20,8 +20,8 @@ import (
 )
 
 // The deployment's ADP identity keys live beside the record key:
-// keys/identity.jwk.json is the first (its did:key is the agent id for
-// good), keys/identity-<tag>.jwk.json each key a rotation moved to.
+// keys/identity.jwk.json is the first (its key, in hex, is the agent id
+// for good), keys/identity-<tag>.jwk.json each key a rotation moved to.
 // identity.json, public, says which key signs now and the rotation chain.
 const (
 	identityKeyFile = "keys/identity.jwk.json"
@@ -108,8 +108,9 @@ func writeIdentityFile(dataDir string, id *identity.Service) error {
 
 const keysSynopsis = `keys [--data DIR]
 
-Prints this deployment's public keys: its ADP identity (the agent id, a
-did:key that survives key rotation, and the key that signs disclosures now)
+Prints this deployment's public keys: its ADP identity (the agent id, the
+first key in hex, which survives key rotation, and the key that signs
+disclosures now)
 and the record's verifier key. Reads only public files of the data
 directory, so it works while the server runs.`
 
@@ -157,7 +158,7 @@ func identityOptions(cfg serveConfig) (countersign.IdentityOptions, error) {
 		}
 		o.OperatorID = "sandbox-operator"
 	}
-	o.DeniabilityBoundary, o.TTL = cfg.deniabilityBoundary, cfg.disclosureTTL
+	o.DeniabilityBoundary, o.TTL, o.HexAgentID = cfg.deniabilityBoundary, cfg.disclosureTTL, cfg.hexAgentID
 	if cfg.systemPrompt != "" {
 		if o.SystemPrompt, err = os.ReadFile(cfg.systemPrompt); err != nil {
 			return o, fmt.Errorf("--system-prompt: %w", err)

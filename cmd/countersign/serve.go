@@ -45,6 +45,7 @@ type serveConfig struct {
 	addr       string
 	data       string
 	store      string
+	hexAgentID bool
 	baseURL    string
 	recordKey  string
 	origin     string
@@ -84,6 +85,7 @@ type serveConfig struct {
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "`host:port` to listen on")
+	fs.BoolVar(&c.hexAgentID, "identity-hex-agent-id", false, "rewrite, once and irreversibly, an ADP agent id stored as a did:key (an identity created before hex became the default) to the same key in hex, the form every ADP verifier accepts")
 	fs.StringVar(&c.data, "data", "countersign-data", "data `directory` (created if missing)")
 	fs.StringVar(&c.store, "store", "", "where the state lives: a postgres:// `URL` (PostgreSQL, schema from ?schema=, default countersign; keys and files stay in --data), or empty for Pebble in <data>/store")
 	fs.StringVar(&c.baseURL, "base-url", "", "public base `URL` of this server, used in problem types and signed operator requests (default http://<addr>)")

@@ -248,3 +248,18 @@ func validateOpenAPI(t *testing.T, doc []byte) {
 		t.Fatalf("served /openapi.json is not valid OpenAPI 3.1: %v", err)
 	}
 }
+
+// TestServeHexAgentID: the deployment's agent id is its key in hex (the
+// form every ADP verifier accepts), and --identity-hex-agent-id is
+// accepted on a data directory whose id is hex already (a no-op).
+func TestServeHexAgentID(t *testing.T) {
+	dir := t.TempDir()
+	_, stop := startServe(t, dir, "--identity-hex-agent-id")
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	r := cli(t, "keys", "--data", dir)
+	if r.code != 0 || !regexp.MustCompile(`agent id:\s+[0-9a-f]{64}\n`).MatchString(r.out) {
+		t.Errorf("keys: the agent id is not 64 hex digits:\n%s", r.out)
+	}
+}
