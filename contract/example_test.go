@@ -181,8 +181,8 @@ func ExampleModel_OpenAPI() {
 	}
 	// Output:
 	// 3.1.0
-	// POST /quote quote.create agent [auth.invalid auth.missing internal rate_limited request.malformed_json request.too_large request.unknown_field request.unsupported_media_type request.validation store.unavailable]
-	// GET /quotes quote.list operator [internal operator.unauthorized rate_limited request.unknown_field request.validation store.unavailable]
+	// POST /quote quote.create agent [auth.invalid auth.missing internal rate_limited request.malformed_json request.too_large request.unknown_field request.unsupported_media_type request.validation store.unavailable unavailable]
+	// GET /quotes quote.list operator [internal operator.unauthorized rate_limited request.unknown_field request.validation store.unavailable unavailable]
 }
 
 func ExampleModel_Schema() {
@@ -252,7 +252,7 @@ func ExampleBuild_parts() {
 	_, err = contract.Build(def)
 	fmt.Println(err)
 	// Output:
-	// [auth.invalid auth.missing internal quote.expired rate_limited request.malformed_json request.too_large request.unknown_field request.unsupported_media_type request.validation store.unavailable]
+	// [auth.invalid auth.missing internal quote.expired rate_limited request.malformed_json request.too_large request.unknown_field request.unsupported_media_type request.validation store.unavailable unavailable]
 	// contract: invalid definition: operation id quote.create declared twice, by commerce and by protocol
 }
 

@@ -570,7 +570,10 @@ func (m *Model) ProblemCodes(op Operation) []string {
 	set := map[string]bool{CodeInternal: true, CodeRateLimited: true,
 		CodeRequestValidation: true, CodeRequestUnknownField: true}
 	if op.Body != nil || op.Credential != CredentialNone {
+		// A store that stopped (store.unavailable) or cannot commit for
+		// the moment (unavailable: a database restarting, contention).
 		set[CodeStoreUnavailable] = true
+		set[CodeUnavailable] = true
 	}
 	if op.Body != nil {
 		for _, c := range []string{CodeRequestMalformedJSON, CodeRequestValidation, CodeRequestUnknownField,

@@ -220,7 +220,7 @@ func TestProblemCodesImplied(t *testing.T) {
 	op := Operation{Credential: CredentialOperator, Body: reflect.TypeFor[testBody](), Problems: []string{codeOrderNotFound}}
 	got := m.ProblemCodes(op)
 	want := []string{"internal", "operator.unauthorized", "orders.not_found", "rate_limited", "request.malformed_json",
-		"request.too_large", "request.unknown_field", "request.unsupported_media_type", "request.validation", "store.unavailable"}
+		"request.too_large", "request.unknown_field", "request.unsupported_media_type", "request.validation", "store.unavailable", "unavailable"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ProblemCodes = %v\nwant %v", got, want)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
+	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
 )
 
@@ -62,6 +63,8 @@ func TestDomainErrorsBecomeTheirProblems(t *testing.T) {
 		{&pay.MalformedError{Fields: []pay.FieldError{{Field: "amount.minor", Rule: "integer", Message: "must be an integer"}}}, 400, "intent.malformed"},
 		{&pay.UnauthorizedError{Reason: pay.ReasonSignatureInvalid, Err: fmt.Errorf("jws: internal detail")}, 403, "intent.unauthorized"},
 		{pay.ErrFrozen, 503, "settlement.frozen"},
+		{fmt.Errorf("pgstore: update: gave up: %w (%w)", store.ErrUnavailable, fmt.Errorf("40001")), 503, "unavailable"},
+		{fmt.Errorf("pebblestore: %w", store.ErrFailed), 503, "store.unavailable"},
 		{wrap(pay.ErrRailUnavailable), 503, "rail.unavailable"},
 		{pay.ErrIdempotencyConflict, 422, "idempotency.conflict"},
 		{pay.ErrInFlight, 409, "idempotency.in_flight"},

@@ -80,6 +80,9 @@ func (s *server) classify(ctx context.Context, err error) classified {
 		return classified{code: contract.CodeInternal} // logged at Error by writeError
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return classified{code: contract.CodeUnavailable, detail: "the request did not finish in time"}
+	case errors.Is(err, store.ErrUnavailable):
+		return classified{code: contract.CodeUnavailable,
+			detail: "the server's storage could not commit right now (it is unreachable, restarting or busy); nothing was written"}
 	case errors.Is(err, store.ErrFailed):
 		// Before the coded errors: a domain error that wraps a failed
 		// store is about the disk, not about the request.

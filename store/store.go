@@ -68,6 +68,15 @@ var ErrNotFound = errors.New("store: not found")
 // whatever the driver. Check for it with errors.Is.
 var ErrFailed = errors.New("store: failed after a commit error; restart on a healthy disk")
 
+// ErrUnavailable marks an error of a store that cannot commit now but
+// may in a moment: a database that is unreachable or restarting, or a
+// transaction that lost every retry to contention. Nothing was written,
+// and the store keeps working; the caller may send the same request again
+// (the HTTP edge answers 503 unavailable, retry-as-is). Unlike
+// [ErrFailed], it does not say the store stopped. Check for it with
+// errors.Is.
+var ErrUnavailable = errors.New("store: unavailable for now; nothing was written, retry")
+
 // ErrClosed is returned by every method of a [Store] after Close.
 // Check for it with errors.Is.
 var ErrClosed = errors.New("store: closed")

@@ -1,6 +1,12 @@
 package pgstore
 
-import "github.com/countersign/countersign/store"
+import (
+	"context"
+	"errors"
+
+	"github.com/countersign/countersign/store"
+	"github.com/jackc/pgx/v5"
+)
 
 // TerminateBackendForTest ends the backend of txn's connection from inside
 // the transaction, the way a failover drops a connection.
@@ -11,4 +17,25 @@ func TerminateBackendForTest(st store.Txn) error {
 		return t.fail(err)
 	}
 	return nil
+}
+
+// LoseCommitAnswersForTest makes every COMMIT's answer lost after the
+// commit was made or not (commit decides), and every marker read fail
+// when readable is false.
+func LoseCommitAnswersForTest(s *Store, commit bool, readable bool) {
+	s.commitHook = func(ctx context.Context, tx pgx.Tx) error {
+		if commit {
+			if err := tx.Commit(ctx); err != nil {
+				return err
+			}
+		} else {
+			_ = tx.Rollback(ctx)
+		}
+		return errors.New("connection reset while reading COMMIT's answer")
+	}
+	if !readable {
+		s.foundHook = func(context.Context, []byte) (bool, error) {
+			return false, errors.New("database unreachable")
+		}
+	}
 }

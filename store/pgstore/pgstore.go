@@ -22,7 +22,12 @@
 // during COMMIT) is not guessed at: every Update also writes a random
 // marker into commits, and the store reads it back on a new connection —
 // present, the commit happened and Update returns nil; absent, it did not,
-// and the function runs again. Markers are swept after an hour.
+// and the function runs again. Markers are swept after an hour. When even
+// that read fails, the store does as the store contract asks of a durable
+// driver that cannot tell: every later transaction fails with
+// store.ErrFailed until the process restarts. A database that is
+// unreachable or restarting otherwise gives store.ErrUnavailable: nothing
+// written, try again; the store recovers when the database returns.
 //
 // Only plain SQL both PostgreSQL and CockroachDB accept is used (bytea,
 // ON CONFLICT, no advisory locks, no LISTEN): see docs/DESIGN.md.
@@ -77,6 +82,13 @@ type Store struct {
 	log      *slog.Logger
 	closed   atomic.Bool
 	commits  atomic.Int64 // for the marker sweep
+	// failed is set when a commit's outcome could not be learnt: from
+	// then on every View and Update returns it (see failedErr).
+	failed atomic.Pointer[error]
+	// Test hooks (export_test.go): commit replaces tx.Commit, found
+	// replaces reading a marker back. Nil in production.
+	commitHook func(context.Context, pgx.Tx) error
+	foundHook  func(context.Context, []byte) (bool, error)
 
 	qGet, qSet, qDel, qMark, qFound, qSweep string
 	qRange                                  [2][2][2]string // [reverse][lower][upper]
@@ -235,6 +247,9 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
+	if err := s.failed.Load(); err != nil {
+		return *err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -269,6 +284,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
+	if err := s.failed.Load(); err != nil {
+		return *err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -286,7 +304,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
 		}
 		last = err
 	}
-	return fmt.Errorf("pgstore: update: gave up after %d attempts: %w", s.attempts, last)
+	return fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, last)
 }
 
 // updateOnce runs one attempt. done is false when the attempt should be
@@ -338,7 +356,11 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Txn) error) (done 
 		}
 		return true, s.fault(ctx, "commit marker", err)
 	}
-	cerr := tx.Commit(context.WithoutCancel(ctx))
+	commit := func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }
+	if s.commitHook != nil {
+		commit = s.commitHook
+	}
+	cerr := commit(context.WithoutCancel(ctx), tx)
 	if cerr == nil {
 		s.sweep(ctx)
 		return true, nil
@@ -350,7 +372,13 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Txn) error) (done 
 	// happened, rather than run fn again over a commit that landed.
 	committed, rerr := s.markerFound(ctx, mark)
 	if rerr != nil {
-		return true, fmt.Errorf("pgstore: commit outcome unknown (%v), and reading it failed: %w", cerr, rerr)
+		// Neither answer could be had. The store contract's rule for a
+		// durable driver that cannot tell whether a commit landed: fail
+		// every later transaction rather than guess (store.ErrFailed),
+		// until the process is restarted and the record is read afresh.
+		err := fmt.Errorf("pgstore: the outcome of a commit is unknown (%v) and could not be read back (%v): %w", cerr, rerr, store.ErrFailed)
+		s.failed.Store(&err)
+		return true, err
 	}
 	if committed {
 		return true, nil
@@ -361,6 +389,9 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Txn) error) (done 
 // markerFound reads back a commit marker on a new connection, trying a
 // few times while the database comes back.
 func (s *Store) markerFound(ctx context.Context, mark []byte) (bool, error) {
+	if s.foundHook != nil {
+		return s.foundHook(ctx, mark)
+	}
 	var last error
 	for attempt := 1; attempt <= 20; attempt++ {
 		var n int
@@ -385,8 +416,11 @@ func (s *Store) sweep(ctx context.Context) {
 	}
 }
 
-// fault wraps an error of the database that is not the caller's: a
-// failed store, which the HTTP edge answers 503 store.unavailable.
+// fault wraps an error of the database that is not the caller's. The
+// database may come back, and nothing was written (a commit whose answer
+// was lost is resolved before this), so it is store.ErrUnavailable, which
+// the HTTP edge answers 503 unavailable, retry-as-is; the store goes on
+// working when the database does.
 func (s *Store) fault(ctx context.Context, what string, err error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
@@ -394,7 +428,7 @@ func (s *Store) fault(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("pgstore: %s: %w (%w)", what, store.ErrFailed, err)
+	return fmt.Errorf("pgstore: %s: %w (%w)", what, store.ErrUnavailable, err)
 }
 
 // pause waits before another attempt: a short, growing, jittered delay.

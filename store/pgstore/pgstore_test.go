@@ -190,3 +190,43 @@ func TestSerializationFailureIsRetried(t *testing.T) {
 		return nil
 	})
 }
+
+// TestLostCommitAnswer: when COMMIT's answer is lost, the marker tells
+// what happened — a commit that landed is not run again, one that did not
+// is — and when the marker cannot be read either, the store fails every
+// later transaction rather than guess.
+func TestLostCommitAnswer(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name             string
+		landed, readable bool
+		wantRuns         int
+		wantErr          error
+	}{
+		{"landed", true, true, 1, nil},
+		{"did not land", false, true, 64, store.ErrUnavailable}, // every attempt loses its answer
+		{"unknown", true, false, 1, store.ErrFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := open(t, schemaFor(t, t.Name()))
+			defer st.Close()
+			pgstore.LoseCommitAnswersForTest(st, tc.landed, tc.readable)
+			runs := 0
+			err := st.Update(ctx, func(txn store.Txn) error {
+				runs++
+				return txn.Set([]byte("k"), []byte("v"))
+			})
+			if !errors.Is(err, tc.wantErr) && !(tc.wantErr == nil && err == nil) {
+				t.Fatalf("Update = %v, want %v", err, tc.wantErr)
+			}
+			if runs != tc.wantRuns {
+				t.Errorf("the function ran %d times, want %d", runs, tc.wantRuns)
+			}
+			if tc.wantErr == store.ErrFailed {
+				if err := st.View(ctx, func(store.Reader) error { return nil }); !errors.Is(err, store.ErrFailed) {
+					t.Errorf("View after an unknown commit = %v, want store.ErrFailed", err)
+				}
+			}
+		})
+	}
+}
