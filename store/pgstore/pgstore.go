@@ -242,15 +242,21 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// View runs fn in a read-only REPEATABLE READ transaction.
-func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
+// usable says why no transaction may start: the store is closed or
+// failed, or ctx is done.
+func (s *Store) usable(ctx context.Context) error {
 	if s.closed.Load() {
 		return store.ErrClosed
 	}
 	if err := s.failed.Load(); err != nil {
 		return *err
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+// View runs fn in a read-only REPEATABLE READ transaction.
+func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	for attempt := 1; ; attempt++ {
@@ -281,13 +287,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 // fn returns nil, running fn again after a conflict or a dropped
 // connection (see the package documentation).
 func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
-	if err := s.failed.Load(); err != nil {
-		return *err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return err
 	}
 	var last error
