@@ -195,8 +195,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		last = err
 		// Two processes creating the same schema at once: one of them
-		// meets a unique violation in the catalog, and tries again.
-		if !retryable(err) && !isCode(err, "23505", "42P06", "42P07") {
+		// meets a unique violation or a duplicate object (the table's row
+		// type) in the catalog, and tries again.
+		if !retryable(err) && !isCode(err, "23505", "42P06", "42P07", "42710") {
 			break
 		}
 		time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
