@@ -142,15 +142,20 @@ func (s *server) intentEvents(ctx context.Context, p *pay.IntentEventsParams, _ 
 // envelope refusal: the stable reason is for the client, the cause is for
 // the log.
 func payProblemDetail(err error) (classified, bool) {
-	var ue *pay.UnauthorizedError
-	if errors.As(err, &ue) {
-		return classified{code: pay.CodeUnauthorized,
-			detail: "the envelope does not authorise this instruction: " + string(ue.Reason)}, true
+	// Only when the pay error is the first coded error of the chain: a
+	// domain error that wraps one (memory's mandate refusal wraps the
+	// mandate verifier's) answers with its own code.
+	var coded interface{ Code() string }
+	if !errors.As(err, &coded) {
+		return classified{}, false
 	}
-	var me *pay.MalformedError
-	if errors.As(err, &me) {
+	switch e := coded.(type) {
+	case *pay.UnauthorizedError:
+		return classified{code: pay.CodeUnauthorized,
+			detail: "the envelope does not authorise this instruction: " + string(e.Reason)}, true
+	case *pay.MalformedError:
 		return classified{code: pay.CodeMalformed, detail: "the payment instruction is malformed; see errors",
-			fields: me.Fields}, true
+			fields: e.Fields}, true
 	}
 	return classified{}, false
 }

@@ -88,13 +88,11 @@ func invalid(field, format string, args ...any) *Error {
 	return &Error{code: CodeInvalid, field: field, msg: field + ": " + fmt.Sprintf(format, args...)}
 }
 
-// refusedMandate is a memory.mandate_invalid refusal. The verifier's own
-// error is not kept as a cause: it is a pay refusal (intent.unauthorized),
-// and an HTTP layer that looks down the chain would answer with the code
-// of a payment instead of the memory route's declared one. The reason
-// carries everything the client needs.
-func refusedMandate(reason string, _ error) *Error {
-	return &Error{code: CodeMandateInvalid, reason: reason, msg: "the memory mandate is not valid: " + reason}
+// refusedMandate is a memory.mandate_invalid refusal; cause (the mandate
+// verifier's refusal, a pay error) stays in the chain for logs, and the
+// memory code, first in the chain, is what a client is answered.
+func refusedMandate(reason string, cause error) *Error {
+	return &Error{code: CodeMandateInvalid, reason: reason, cause: cause, msg: "the memory mandate is not valid: " + reason}
 }
 
 // Limits of what a record may hold.
