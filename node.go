@@ -97,6 +97,10 @@ func Open(ctx context.Context, st store.Store, opts *Options) (n *Node, err erro
 		auditOpts.Committed = o.Metrics.ObserveEntries
 	}
 	if n.log, err = audit.Open(ctx, st, o.RecordKey, auditOpts); err != nil {
+		if errors.Is(err, audit.ErrKeyMismatch) {
+			return nil, fmt.Errorf("countersign: the store holds another record than RecordKey signs "+
+				"(open it with the record key it was created with, or use an empty store): %w", err)
+		}
 		return nil, fmt.Errorf("countersign: open record: %w", err)
 	}
 	if err := n.recordStart(ctx); err != nil {

@@ -166,3 +166,23 @@ func TestOptionsLogNoSecret(t *testing.T) {
 		t.Errorf("the logged options say too little: %s", out)
 	}
 }
+
+// TestOpenOnAnotherRecord: a store that holds the record of another key
+// is refused with what to do, not only what failed.
+func TestOpenOnAnotherRecord(t *testing.T) {
+	st := memstore.New(nil)
+	defer st.Close()
+	n, err := countersign.Open(t.Context(), st, options(t, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	o := options(t, st)
+	o.RecordKey = key(9)
+	_, err = countersign.Open(t.Context(), st, o)
+	if !errors.Is(err, audit.ErrKeyMismatch) || !strings.Contains(err.Error(), "record key it was created with") {
+		t.Fatalf("Open with another record key = %v", err)
+	}
+}
