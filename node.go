@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/identity"
+	"github.com/countersign/countersign/internal/lease"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/operator"
@@ -145,9 +146,7 @@ func Open(ctx context.Context, st store.Store, opts *Options) (n *Node, err erro
 		AllowLoopbackHTTP: o.Sandbox, Now: o.Now, Logger: o.Logger}); err != nil {
 		return nil, fmt.Errorf("countersign: webhooks: %w", err)
 	}
-	if n.deliver, err = webhook.NewDispatcher(st, n.log, n.hooks, &webhook.DispatcherOptions{
-		Schedule: o.Webhook.Schedule, OnDelivery: o.Webhook.OnDelivery, AllowLoopback: o.Sandbox, Now: o.Now, Logger: o.Logger,
-	}); err != nil {
+	if n.deliver, err = n.newDispatcher(); err != nil {
 		return nil, fmt.Errorf("countersign: webhook delivery: %w", err)
 	}
 	if o.Metrics != nil {
@@ -163,12 +162,16 @@ func Open(ctx context.Context, st store.Store, opts *Options) (n *Node, err erro
 	}
 
 	// Payments a crash left settling finish before anyone asks about them.
-	rep, err := n.pay.Reconcile(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("countersign: reconcile: %w", err)
+	// On a store other processes share, whichever node holds the upkeep
+	// lease does it (first thing on taking it): see startShared.
+	if _, shared := st.(store.Watcher); !shared {
+		rep, err := n.pay.Reconcile(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("countersign: reconcile: %w", err)
+		}
+		o.Logger.InfoContext(ctx, "reconciled payments left settling",
+			slog.Int("settled", rep.Settled), slog.Int("failed", rep.Failed), slog.Int("stillSettling", rep.StillSettling))
 	}
-	o.Logger.InfoContext(ctx, "reconciled payments left settling",
-		slog.Int("settled", rep.Settled), slog.Int("failed", rep.Failed), slog.Int("stillSettling", rep.StillSettling))
 	if err := n.start(ctx); err != nil {
 		return nil, err
 	}
@@ -193,6 +196,12 @@ func (o *Options) defaults() error {
 	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Replicas.LeaseTTL <= 0 {
+		o.Replicas.LeaseTTL = 15 * time.Second
+	}
+	if o.Replicas.FollowEvery <= 0 {
+		o.Replicas.FollowEvery = 2 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -372,15 +381,25 @@ func (n *Node) openHandler() error {
 }
 
 // start runs the background work: webhook delivery, the minute's upkeep
-// and the protocol scheduler.
+// and the protocol scheduler; on a store other processes share, under
+// leases (see startShared).
 func (n *Node) start(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.stop = stop
+	if w, ok := n.st.(store.Watcher); ok {
+		return n.startShared(bg, w)
+	}
 	if err := n.deliver.Start(bg); err != nil {
 		return fmt.Errorf("countersign: webhook delivery: %w", err)
 	}
 	n.bg.Add(2)
-	go n.maintain(bg)
+	go func() {
+		defer n.bg.Done()
+		n.every(bg, operator.DefaultRefusalInterval, func(ctx context.Context) {
+			n.upkeep(ctx)
+			n.flushRefusals(ctx)
+		})
+	}()
 	go func() {
 		defer n.bg.Done()
 		// Holds, meters, sessions and stakes due while the node was down
@@ -390,46 +409,143 @@ func (n *Node) start(ctx context.Context) error {
 	return nil
 }
 
-// maintain is the minute's upkeep: finishing payments and refunds whose
-// rail gave no definite answer and no client retried, summarising refused
-// operator requests, expiring held payments past their approval window,
-// and forgetting replay caches, usage, nonces and idempotency records past
-// their retention.
-func (n *Node) maintain(ctx context.Context) {
-	defer n.bg.Done()
-	t := time.NewTicker(operator.DefaultRefusalInterval)
+// startShared runs the background work on a store several nodes share
+// (store.Watcher): each piece of shared work — the upkeep, the protocol
+// scheduler, webhook delivery — runs on one node at a time, the holder of
+// its lease in the store, and moves to another node when the holder stops
+// or dies (after Options.LeaseTTL). What is the node's own — summarising
+// the operator requests it refused, and waking its record streams and
+// webhook tail when another node commits — runs on every node.
+func (n *Node) startShared(bg context.Context, w store.Watcher) error {
+	var id [12]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return fmt.Errorf("countersign: lease holder id: %w", err)
+	}
+	holder := hex.EncodeToString(id[:])
+	works := []struct {
+		name string
+		work func(context.Context)
+	}{
+		// The upkeep starts with the reconciliation a single node does in
+		// Open: payments a crash left settling.
+		{"upkeep", func(ctx context.Context) { n.every(ctx, operator.DefaultRefusalInterval, n.upkeep) }},
+		{"protocol-scheduler", func(ctx context.Context) { n.proto.Run(ctx, n.opts.Protocol.ScheduleEvery) }},
+		{"webhook-delivery", n.deliverUnderLease},
+	}
+	for _, wk := range works {
+		l, err := lease.New(n.st, wk.name, holder, &lease.Options{TTL: n.opts.Replicas.LeaseTTL, Logger: n.opts.Logger})
+		if err != nil {
+			return fmt.Errorf("countersign: %w", err)
+		}
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			l.Run(bg, wk.work, nil)
+		}()
+	}
+	n.bg.Add(2)
+	go func() {
+		defer n.bg.Done()
+		n.every(bg, operator.DefaultRefusalInterval, n.flushRefusals)
+	}()
+	go func() {
+		defer n.bg.Done()
+		n.follow(bg, w)
+	}()
+	return nil
+}
+
+// follow wakes the record's followers (the live streams, the webhook
+// tail) when another node commits: on each signal of the store, and every
+// FollowEvery in case a signal was lost. The followers read the store
+// itself, the truth; the signal only says when to look.
+func (n *Node) follow(ctx context.Context, w store.Watcher) {
+	changes := w.Watch(ctx)
+	t := time.NewTicker(n.opts.Replicas.FollowEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil // the store closed; the ticker goes on until ctx ends
+			}
 		case <-t.C:
 		}
-		n.upkeep(ctx)
+		n.log.Notify()
 	}
 }
 
-func (n *Node) upkeep(ctx context.Context) {
-	lg := n.opts.Logger
-	fault := func(what string, err error) {
-		if err != nil && ctx.Err() == nil {
-			lg.ErrorContext(ctx, what, slog.Any("error", err))
+// deliverUnderLease runs a webhook dispatcher of its own while the node
+// holds the delivery lease: a dispatcher's queues and backoff are in its
+// memory, so each holder starts from the store's outbox afresh. The
+// node's own dispatcher (n.deliver) answers the operator's delivery
+// routes and is never started here.
+func (n *Node) deliverUnderLease(ctx context.Context) {
+	d, err := n.newDispatcher()
+	if err == nil {
+		err = d.Start(ctx)
+	}
+	if err != nil {
+		n.opts.Logger.ErrorContext(ctx, "webhook delivery", slog.Any("error", err))
+		return
+	}
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := d.Close(cctx); err != nil {
+		n.opts.Logger.WarnContext(ctx, "webhook delivery", slog.Any("error", err))
+	}
+}
+
+// every runs fn now, then every d until ctx ends.
+func (n *Node) every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
-	_, err := n.pay.Reconcile(ctx)
-	fault("periodic reconcile", err)
-	_, err = n.refused.Flush(ctx)
-	fault("summarising refused operator requests", err)
+}
+
+// upkeep is the minute's upkeep: finishing payments and refunds whose
+// rail gave no definite answer and no client retried, expiring held
+// payments past their approval window, and forgetting replay caches,
+// usage, nonces and idempotency records past their retention.
+func (n *Node) upkeep(ctx context.Context) {
+	rep, err := n.pay.Reconcile(ctx)
+	n.fault(ctx, "periodic reconcile", err)
+	if err == nil && rep.Settled+rep.Failed+rep.StillSettling > 0 {
+		n.opts.Logger.InfoContext(ctx, "reconciled payments left settling",
+			slog.Int("settled", rep.Settled), slog.Int("failed", rep.Failed), slog.Int("stillSettling", rep.StillSettling))
+	}
 	_, err = n.pay.ExpireApprovals(ctx)
-	fault("approval expiry", err)
+	n.fault(ctx, "approval expiry", err)
 	_, err = n.dpop.SweepDPoP(ctx)
-	fault("DPoP replay-cache sweep", err)
+	n.fault(ctx, "DPoP replay-cache sweep", err)
 	_, err = n.usage.SweepUsage(ctx)
-	fault("usage sweep", err)
+	n.fault(ctx, "usage sweep", err)
 	_, err = n.ops.SweepNonces(ctx)
-	fault("operator nonce sweep", err)
+	n.fault(ctx, "operator nonce sweep", err)
 	_, err = n.pay.SweepIdempotency(ctx)
-	fault("idempotency sweep", err)
+	n.fault(ctx, "idempotency sweep", err)
+}
+
+// flushRefusals summarises the operator requests this node refused.
+func (n *Node) flushRefusals(ctx context.Context) {
+	_, err := n.refused.Flush(ctx)
+	n.fault(ctx, "summarising refused operator requests", err)
+}
+
+func (n *Node) fault(ctx context.Context, what string, err error) {
+	if err != nil && ctx.Err() == nil {
+		n.opts.Logger.ErrorContext(ctx, what, slog.Any("error", err))
+	}
 }
 
 // Close drains the node, in this order: record streams end (a stream
@@ -475,6 +591,14 @@ func (n *Node) close(ctx context.Context) error {
 		return fmt.Errorf("countersign: close: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// newDispatcher returns a webhook dispatcher over the node's endpoints.
+func (n *Node) newDispatcher() (*webhook.Dispatcher, error) {
+	o := n.opts
+	return webhook.NewDispatcher(n.st, n.log, n.hooks, &webhook.DispatcherOptions{
+		Schedule: o.Webhook.Schedule, OnDelivery: o.Webhook.OnDelivery, AllowLoopback: o.Sandbox, Now: o.Now, Logger: o.Logger,
+	})
 }
 
 // release is Close for a half-open node: it drains what was started.

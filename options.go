@@ -80,6 +80,10 @@ type Options struct {
 	// RateLimit limits agent and unauthenticated requests.
 	RateLimit RateLimitOptions
 
+	// Replicas configures nodes that share one store with others (a
+	// store implementing store.Watcher, such as store/pgstore).
+	Replicas ReplicaOptions
+
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives the node's own faults and notices. Default
@@ -178,6 +182,25 @@ type ProtocolOptions struct {
 	// ScheduleEvery is how often due holds, meters, sessions and stakes
 	// are swept. Default 15 s.
 	ScheduleEvery time.Duration
+}
+
+// ReplicaOptions configures a node whose store other nodes share (the
+// store implements store.Watcher). Several such nodes behave as one
+// service: the record, idempotency, nonces, budgets and the kill switch
+// are read and written in the store's serializable transactions; the
+// background work runs on one node at a time under leases in the store;
+// each node follows the others' commits for its record streams. Rate
+// limits stay per node. See docs/design/replicas.md.
+type ReplicaOptions struct {
+	// LeaseTTL is how long a lease on background work lasts without
+	// renewal: the longest a dead node's work waits for another to take
+	// it over. Its holder renews every third of it and stops its work a
+	// third before it ends, which bounds the clock skew the nodes may
+	// have. Default 15 s.
+	LeaseTTL time.Duration
+	// FollowEvery is how often a node looks for the others' commits even
+	// without the store's signal. Default 2 s.
+	FollowEvery time.Duration
 }
 
 // RateLimitOptions limits requests at the HTTP surface.

@@ -170,6 +170,22 @@ func UpdateDeferred(ctx context.Context, st Store, fn func(Txn) error) error {
 	return st.Update(ctx, fn)
 }
 
+// Watcher is an optional interface of a [Store] that several processes may
+// open at once (a database server rather than an embedded directory).
+// Its presence tells the layers above that other processes may commit:
+// the reference node then coordinates its background work through leases
+// in the store, and follows the others' commits through Watch.
+type Watcher interface {
+	// Watch returns a channel that receives a value soon after any
+	// process commits a transaction that wrote, and whenever the store
+	// may have missed such a commit (a lost and re-made connection), so
+	// that a follower that reads the store on each signal misses nothing.
+	// Signals are a wake-up, not a change feed: they carry nothing, are
+	// coalesced, and may come without a change. The channel is closed
+	// when ctx ends or the store closes. Each call is a new subscription.
+	Watch(ctx context.Context) <-chan struct{}
+}
+
 // Reader reads from a snapshot or a transaction.
 type Reader interface {
 	// Get returns a copy of the value stored under key, or an error
