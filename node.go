@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/lease"
+	"github.com/countersign/countersign/internal/sealbox"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/operator"
@@ -289,9 +290,14 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 				DeniabilityBoundary: id.DeniabilityBoundary},
 			RecordOrigin: o.Origin, SystemPrompt: id.SystemPrompt, PromptVersion: id.PromptVersion,
 		}
-		var err error
+		newKey, loadKey, err := n.identityKeys(id.NewKey)
+		if err != nil {
+			return pay.Attachment{}, err
+		}
+		_, shared := n.st.(store.Watcher)
 		if n.ident, err = identity.Open(ctx, identity.Options{
-			Store: n.st, Log: n.log, Keys: id.Keys, NewKey: id.NewKey, Facts: src.Facts, Policy: id.Policy,
+			Store: n.st, Log: n.log, Keys: id.Keys, NewKey: newKey, LoadKey: loadKey, Shared: shared, SharedRefresh: o.Replicas.FollowEvery,
+			Facts: src.Facts, Policy: id.Policy,
 			TTL: id.TTL, HexAgentID: id.HexAgentID, HTTPClient: o.HTTPClient, URLs: *o.URLs, Directories: []identity.Directory{merchantDirectory{n.shop}},
 			BaseURL: o.BaseURL, Now: o.Now, Logger: o.Logger,
 		}); err != nil {
@@ -329,6 +335,62 @@ func (d merchantDirectory) Resolve(_ context.Context, ref string) (identity.Coun
 	}
 	return identity.Counterparty{ID: ref, Kind: "merchant", Rails: []string{m.Protocol()},
 		Capabilities: []string{"checkout:" + m.Protocol() + "@" + m.Version()}}, true, nil
+}
+
+// keySealedIdentity is where the identity keys of a store several nodes
+// share are kept, sealed (+ the public key in hex).
+const keySealedIdentity = "node/identity-key/"
+
+// identityKeys returns the identity's NewKey and LoadKey. On a store
+// several nodes share, with a SealKey, each key a rotation makes is also
+// sealed into the store, so that every node can load the key another
+// rotated to (identity.Options.LoadKey); without a SealKey, each node
+// must be given the new key (Options.Identity.Keys) and refuses to sign
+// until it is.
+func (n *Node) identityKeys(newKey func(context.Context) (ed25519.PrivateKey, error)) (
+	func(context.Context) (ed25519.PrivateKey, error), func(context.Context, ed25519.PublicKey) (ed25519.PrivateKey, error), error) {
+	if _, shared := n.st.(store.Watcher); !shared || n.opts.SealKey == nil {
+		return newKey, nil, nil
+	}
+	box, err := sealbox.New(n.opts.SealKey, nil, "countersign identity key v1")
+	if err != nil {
+		return nil, nil, fmt.Errorf("countersign: identity keys: %w", err)
+	}
+	seal := func(ctx context.Context) (ed25519.PrivateKey, error) {
+		k, err := newKey(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pub := hex.EncodeToString(k.Public().(ed25519.PublicKey))
+		sealed, err := box.Seal(pub, hex.EncodeToString(k.Seed()), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		// Before the rotation commits: a rotation that then fails leaves
+		// a sealed key nobody uses, never a chain to a key nobody holds.
+		err = n.st.Update(ctx, func(txn store.Txn) error { return txn.Set([]byte(keySealedIdentity+pub), []byte(sealed)) })
+		return k, err
+	}
+	load := func(ctx context.Context, pub ed25519.PublicKey) (ed25519.PrivateKey, error) {
+		id := hex.EncodeToString(pub)
+		var sealed []byte
+		if err := n.st.View(ctx, func(r store.Reader) (err error) {
+			sealed, err = r.Get([]byte(keySealedIdentity + id))
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		seed, err := box.Open(id, string(sealed))
+		if err != nil {
+			return nil, err
+		}
+		b, err := hex.DecodeString(seed)
+		if err != nil || len(b) != ed25519.SeedSize {
+			return nil, errors.New("countersign: a sealed identity key is malformed")
+		}
+		return ed25519.NewKeyFromSeed(b), nil
+	}
+	return seal, load, nil
 }
 
 // rotatingIdentity calls Options.Identity.Rotated after each rotation.

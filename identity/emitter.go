@@ -73,6 +73,9 @@ func (s *Service) Disclose(ctx context.Context, envelope string) ([]byte, error)
 	if envelope != EnvelopeV1 && envelope != EnvelopeJWS {
 		return nil, fmt.Errorf("identity: unknown envelope %q", envelope)
 	}
+	if err := s.sync(ctx, false); err != nil {
+		return nil, err
+	}
 	size, err := s.log.Size(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("identity: disclose: %w", err)

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/audit"
@@ -112,6 +113,19 @@ type Options struct {
 	// [Service.Rotate]; the service commits the rotation only after it
 	// returns. Nil: Rotate answers ErrRotationUnavailable.
 	NewKey func(ctx context.Context) (ed25519.PrivateKey, error)
+	// Shared says that other processes share Store and may rotate this
+	// identity: the service then reads the stored identity again before
+	// it signs, at most every SharedRefresh, and adopts a rotation made
+	// elsewhere, taking the new key from Keys or LoadKey. A process that
+	// cannot get the key a chain ends at refuses to sign
+	// (ErrRotationUnavailable) rather than sign with a key rotated away.
+	Shared bool
+	// SharedRefresh bounds how long a rotation made by another process
+	// goes unseen here. Default 2 s.
+	SharedRefresh time.Duration
+	// LoadKey finds a private key this process does not hold: the key
+	// another process rotated to. Default none.
+	LoadKey func(ctx context.Context, pub ed25519.PublicKey) (ed25519.PrivateKey, error)
 	// Facts gathers what a disclosure states about the running deployment
 	// (constitution, tools, capital, operator). Required for Disclose.
 	Facts func(ctx context.Context) (Facts, error)
@@ -190,6 +204,10 @@ type Service struct {
 
 	cache   disclosureCache
 	history historyCounter
+
+	shared   time.Duration // Options.SharedRefresh when Options.Shared, else 0
+	loadKey  func(ctx context.Context, pub ed25519.PublicKey) (ed25519.PrivateKey, error)
+	syncedAt atomic.Int64 // when the stored identity was last read (Unix ns); see sync
 }
 
 // selfState is what the store keeps about this deployment's identity: the
@@ -209,7 +227,7 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 		return nil, errors.New("identity: Options.Store, Log and Keys are required")
 	}
 	s := &Service{
-		st: opts.Store, log: opts.Log, facts: opts.Facts, newKey: opts.NewKey,
+		st: opts.Store, log: opts.Log, facts: opts.Facts, newKey: opts.NewKey, loadKey: opts.LoadKey,
 		policy: opts.Policy, ttl: opts.TTL, refresh: opts.Refresh, chTTL: opts.ChallengeTTL,
 		client: opts.HTTPClient, urls: opts.URLs, dirs: slices.Clone(opts.Directories),
 		baseURL: opts.BaseURL, now: opts.Now, rand: opts.Rand, logger: opts.Logger,
@@ -292,8 +310,20 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 			s.key = k
 		}
 	}
+	if s.key == nil && s.loadKey != nil {
+		if k, err := s.loadKey(ctx, want); err == nil && bytes.Equal(k.Public().(ed25519.PublicKey), want) {
+			s.key, s.keys = k, append(s.keys, k)
+		}
+	}
 	if s.key == nil {
 		return nil, fmt.Errorf("identity: the current identity key (%s) is not among Options.Keys", keyHex(want))
+	}
+	if opts.Shared {
+		s.shared = opts.SharedRefresh
+		if s.shared <= 0 {
+			s.shared = 2 * time.Second
+		}
+		s.syncedAt.Store(time.Now().UnixNano())
 	}
 	if s.facts != nil {
 		if err := s.recordPolicy(ctx); err != nil {
@@ -418,6 +448,68 @@ func (s *Service) RotationChain() []RotationStatement {
 }
 
 // signer returns the current key, agent id and chain under one lock.
+// sync reads the stored identity again, on a shared store (Options.Shared)
+// and at most every SharedRefresh unless force, and adopts a rotation
+// another process made: its chain, and its key from Keys or LoadKey. A
+// key it cannot get is ErrRotationUnavailable: nothing is signed with the
+// key rotated away.
+func (s *Service) sync(ctx context.Context, force bool) error {
+	if s.shared <= 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	if last := s.syncedAt.Load(); !force && now-last < int64(s.shared) {
+		return nil
+	}
+	var b []byte
+	err := s.st.View(ctx, func(r store.Reader) (err error) {
+		b, err = r.Get([]byte(keySelf))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("identity: reading the stored identity: %w", err)
+	}
+	var self selfState
+	if err := json.Unmarshal(b, &self); err != nil {
+		return fmt.Errorf("identity: stored identity: %w", err)
+	}
+	s.keyMu.Lock()
+	defer s.keyMu.Unlock()
+	if self.AgentID == s.self.AgentID && len(self.Chain) == len(s.self.Chain) {
+		s.syncedAt.Store(now)
+		return nil
+	}
+	want, err := PublicKeyOf(self.AgentID)
+	if err == nil && len(self.Chain) > 0 {
+		want, err = PublicKeyOf(self.Chain[len(self.Chain)-1].To)
+	}
+	if err == nil {
+		err = VerifyRotationChain(self.AgentID, self.Chain, want)
+	}
+	if err != nil {
+		return fmt.Errorf("identity: stored identity: %w", err)
+	}
+	var key ed25519.PrivateKey
+	for _, k := range s.keys {
+		if bytes.Equal(k.Public().(ed25519.PublicKey), want) {
+			key = k
+		}
+	}
+	if key == nil && s.loadKey != nil {
+		if k, err := s.loadKey(ctx, want); err == nil && bytes.Equal(k.Public().(ed25519.PublicKey), want) {
+			key = k
+			s.keys = append(s.keys, k)
+		}
+	}
+	if key == nil {
+		return fmt.Errorf("%w: another server rotated this identity to %s, a key this server does not hold", ErrRotationUnavailable, keyHex(want))
+	}
+	s.self, s.key = self, key
+	s.cache.invalidate()
+	s.syncedAt.Store(now)
+	return nil
+}
+
 func (s *Service) signer() (ed25519.PrivateKey, string, []RotationStatement) {
 	s.keyMu.RLock()
 	defer s.keyMu.RUnlock()
@@ -448,6 +540,9 @@ func (s *Service) Rotate(ctx context.Context, call OperatorCall) (Rotation, erro
 	if s.newKey == nil {
 		return Rotation{}, ErrRotationUnavailable
 	}
+	if err := s.sync(ctx, true); err != nil {
+		return Rotation{}, err
+	}
 	s.keyMu.Lock()
 	defer s.keyMu.Unlock()
 	next, err := s.newKey(ctx)
@@ -468,14 +563,26 @@ func (s *Service) Rotate(ctx context.Context, call OperatorCall) (Rotation, erro
 	}
 	var seq uint64
 	err = s.log.Update(ctx, func(txn store.Txn) error {
+		// Another process may have rotated since this one read the
+		// identity: a chain must grow from its stored end, never fork.
+		b, err := txn.Get([]byte(keySelf))
+		if err != nil {
+			return err
+		}
+		var cur selfState
+		if err := json.Unmarshal(b, &cur); err != nil {
+			return fmt.Errorf("stored identity: %w", err)
+		}
+		if cur.AgentID != s.self.AgentID || len(cur.Chain) != len(s.self.Chain) {
+			return fmt.Errorf("%w: another server rotated this identity at the same time; try again", ErrRotationUnavailable)
+		}
 		e, err := s.log.Append(txn, audit.Record{Type: EntryRotated, Actor: operatorActor(call),
 			RequestID: call.RequestID, Rationale: call.Rationale, Data: data})
 		if err != nil {
 			return err
 		}
 		seq = e.Seq
-		b, err := json.Marshal(self)
-		if err != nil {
+		if b, err = json.Marshal(self); err != nil {
 			return err
 		}
 		return txn.Set([]byte(keySelf), b)
@@ -519,6 +626,12 @@ func PolicyAt(r store.Reader, seq uint64) (entrySeq uint64, digest string, ok bo
 // its own domain separation (a type member), so that it can never be
 // read as a disclosure.
 func (s *Service) SignStatement(msg []byte) (agentID string, pub ed25519.PublicKey, sig []byte) {
+	// A shared store's rotation elsewhere is adopted first; when that
+	// fails the statement is signed with the key held, which a verifier
+	// that follows the chain refuses: never a forged statement.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.sync(ctx, false)
+	cancel()
 	key, id, _ := s.signer()
 	return id, key.Public().(ed25519.PublicKey), ed25519.Sign(key, msg)
 }

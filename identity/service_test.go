@@ -651,3 +651,76 @@ func BenchmarkDiscloseCached(b *testing.B) {
 		}
 	})
 }
+
+// TestRotationAcrossProcesses: two services over one shared store (two
+// servers of one deployment). A rotation through one is adopted by the
+// other before it signs again, with the key from LoadKey; a server that
+// cannot get that key refuses to sign rather than sign with the key
+// rotated away; a rotation through a server that had not seen the first
+// extends the stored chain instead of forking it.
+func TestRotationAcrossProcesses(t *testing.T) {
+	held := map[string]ed25519.PrivateKey{} // the keys a shared secret store would hold
+	d := newDeployment(t, func(o *Options) {
+		o.Shared, o.SharedRefresh = true, time.Hour
+	})
+	load := func(_ context.Context, pub ed25519.PublicKey) (ed25519.PrivateKey, error) {
+		if k, ok := held[hex.EncodeToString(pub)]; ok {
+			return k, nil
+		}
+		return nil, errors.New("not held")
+	}
+	other := func(refresh time.Duration, withLoad bool) *Service {
+		o := d.opts
+		o.Keys, o.SharedRefresh = d.keys[:1], refresh
+		if withLoad {
+			o.LoadKey = load
+		}
+		svc, err := Open(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	b := other(time.Nanosecond, true)  // reads the stored identity before every signature
+	c := other(time.Nanosecond, false) // cannot get rotated keys
+	late := other(time.Hour, true)     // has not looked since it opened
+	r, err := d.svc.Rotate(t.Context(), OperatorCall{Operator: "op-test", Rationale: "scheduled rotation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held[r.PublicKey] = d.keys[1]
+
+	raw, err := b.Disclose(t.Context(), EnvelopeJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := Verify(raw, Policy{Now: d.clock.Now()}); v.Outcome != OutcomeTransact || len(v.RotationChain) != 1 {
+		t.Fatalf("the other server's disclosure after the rotation: %s %v", v.Outcome, v.Checks)
+	}
+	if !b.PublicKey().Equal(d.keys[1].Public()) {
+		t.Fatal("the other server still signs with the key rotated away")
+	}
+	if _, err := c.Disclose(t.Context(), EnvelopeV1); !errors.Is(err, ErrRotationUnavailable) {
+		t.Fatalf("a server without the new key disclosed: %v", err)
+	}
+	if _, err := c.Respond(t.Context(), Challenge{Nonce: "n1", VerifierID: "v"}); !errors.Is(err, ErrRotationUnavailable) {
+		t.Fatalf("a server without the new key answered a challenge: %v", err)
+	}
+	// The late server rotates: it first adopts the stored chain, so the
+	// new hop starts from the key the first rotation moved to.
+	r2, err := late.Rotate(t.Context(), OperatorCall{Operator: "op-test", Rationale: "second rotation elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.ChainLen != 2 {
+		t.Fatalf("second rotation through another server: chain of %d, want 2", r2.ChainLen)
+	}
+	held[r2.PublicKey] = d.keys[2]
+	raw, err = b.Disclose(t.Context(), EnvelopeV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := Verify(raw, Policy{Now: d.clock.Now()}); v.Outcome != OutcomeTransact || len(v.RotationChain) != 2 {
+		t.Fatalf("after two rotations through two servers: %s %v", v.Outcome, v.Checks)
+	}
+}

@@ -346,6 +346,9 @@ func (s *Service) Respond(ctx context.Context, ch Challenge) (ChallengeResponse,
 	if ch.Nonce == "" || len(ch.Nonce) > 256 || len(ch.VerifierID) > 256 || len(ch.SupportedVersions) > 16 {
 		return ChallengeResponse{}, fmt.Errorf("%w: nonce is required; nonce and verifierId at most 256 bytes, at most 16 versions", ErrBadChallenge)
 	}
+	if err := s.sync(ctx, false); err != nil {
+		return ChallengeResponse{}, err
+	}
 	head, err := s.head(ctx)
 	if err != nil {
 		return ChallengeResponse{}, err
