@@ -54,7 +54,7 @@ func Contract() contract.Part {
 				Description: "Registers a merchant agents may buy from: id, protocol (acp: base URL, bearer key, PSP; ucp: " +
 					"profile URL, optionally the merchant's response-signing keys to pin: every checkout answer must then " +
 					"carry a valid UCP 2026-04-08 signature by one of them, and the token credentials of payment handlers that take " +
-					"one at complete). The server connects first (a UCP merchant is discovered and its version negotiated) and " +
+					"one at complete, and readyWithoutErrors for a merchant that never reports ready_for_complete). The server connects first (a UCP merchant is discovered and its version negotiated) and " +
 					"stores nothing if that fails: commerce.invalid_merchant when what the merchant publishes is unusable, " +
 					"commerce.merchant_unavailable (retry) when it could not be reached. Credentials are sealed at rest and " +
 					"never shown again, nor written to the record; pinned keys are public and listed by key id and thumbprint.",
@@ -75,7 +75,7 @@ func Contract() contract.Part {
 		},
 		Problems: []contract.ProblemType{
 			{Code: CodeInvalidMerchant, Status: 400, Title: "Invalid merchant registration", Action: contract.ActionFixRequest,
-				Description: "The id, protocol, URLs or signing keys are malformed: an id of lowercase letters, digits, '-', '_' and '.'; acp needs an https baseUrl, ucp an https profileUrl; signingKeys are EC P-256 or P-384 public JWKs with distinct kids, for a ucp merchant that speaks 2026-04-08 (ACP defines no response signatures); paymentCredentials, for ucp only, each name a handler and carry a token. Also when the merchant's profile fails the protocol's schema in a part Countersign uses (the detail names the field), or shares no protocol version with us: a retry cannot fix that. Parts it never uses (a payment handler's version, say) are tolerated and listed as profileIgnored."},
+				Description: "The id, protocol, URLs or signing keys are malformed: an id of lowercase letters, digits, '-', '_' and '.'; acp needs an https baseUrl, ucp an https profileUrl; signingKeys are EC P-256 or P-384 public JWKs with distinct kids, for a ucp merchant that speaks 2026-04-08 (ACP defines no response signatures); paymentCredentials, for ucp only, each name a handler and carry a token; readyWithoutErrors is for ucp only. Also when the merchant's profile fails the protocol's schema in a part Countersign uses (the detail names the field), or shares no protocol version with us: a retry cannot fix that. Parts it never uses (a payment handler's version, say) are tolerated and listed as profileIgnored."},
 			{Code: CodeMerchantExists, Status: 409, Title: "Merchant already registered", Action: contract.ActionStop,
 				Description: "A merchant with this id is registered, in configuration or by an operator."},
 			{Code: CodeMerchantNotFound, Status: 404, Title: "Unknown merchant", Action: contract.ActionFixRequest,

@@ -61,6 +61,10 @@ type MerchantSpec struct {
 	ProfileURL         string                  `json:"profileUrl,omitempty" validate:"omitempty,max=2000" doc:"UCP: the merchant's /.well-known/ucp."`
 	PaymentCredentials []ucp.PaymentCredential `json:"paymentCredentials,omitempty" validate:"omitempty,max=16,dive" doc:"UCP: token credentials for payment handlers that take one directly at complete (no tokenization endpoint), by handler id or name; sealed at rest, never shown again nor recorded."`
 	SigningKeys        []ucp.SigningKey        `json:"signingKeys,omitempty" validate:"omitempty,max=16,dive" doc:"UCP 2026-04-08: the merchant's response-signing public keys (JWK, EC P-256 or P-384), pinned: every checkout answer must then carry a valid RFC 9421 signature by one of them, and the keys of the merchant's profile are not trusted. Refused for acp, and for a merchant that negotiates UCP 2026-01-11."`
+	// ReadyWithoutErrors is ucp.Options.ReadyWithoutErrors: for a merchant
+	// that never reports ready_for_complete (the protocol's public sample
+	// merchant), an operator's explicit choice.
+	ReadyWithoutErrors bool `json:"readyWithoutErrors,omitempty" doc:"UCP: treat a checkout session the merchant reports incomplete that carries no message of type error as ready to complete (for merchants that never report ready_for_complete, such as the protocol's public sample). The cart's merchantStatus stays incomplete; a session with an error message, or in any other status, is not ready. Default false: only ready_for_complete is paid. Refused for acp."`
 }
 
 // PinnedKey names a pinned response-signing key in listings and the record.
@@ -96,6 +100,7 @@ type MerchantView struct {
 	HasAPIKey          bool        `json:"hasApiKey"`
 	SigningKeys        []PinnedKey `json:"signingKeys,omitempty" doc:"UCP: the pinned response-signing keys, by key id and thumbprint."`
 	CredentialHandlers []string    `json:"credentialHandlers,omitempty" doc:"UCP: the payment handlers a credential is held for (never the credential)."`
+	ReadyWithoutErrors bool        `json:"readyWithoutErrors,omitempty" doc:"UCP: a session the merchant reports incomplete without an error message is treated as ready to complete (see the registration's readyWithoutErrors)."`
 	ProfileIgnored     []string    `json:"profileIgnored,omitempty" doc:"UCP, once connected: the parts of the merchant's profile that do not satisfy the protocol's schema but are never used (a payment handler's version, say), as path: violation. Reported, not refused."`
 	Source             string      `json:"source" doc:"configuration or operator."`
 	CreatedAt          time.Time   `json:"createdAt,omitzero"`
@@ -214,6 +219,9 @@ func (sp MerchantSpec) Check(urls netguard.Policy) error {
 		if len(sp.SigningKeys) > 0 {
 			return fmt.Errorf("%w: signingKeys: ACP defines no response signatures; keys are pinned for ucp merchants only", ErrInvalidMerchant)
 		}
+		if sp.ReadyWithoutErrors {
+			return fmt.Errorf("%w: readyWithoutErrors: ACP merchants say ready_for_payment; the accommodation is for ucp merchants only", ErrInvalidMerchant)
+		}
 		if err := checkURL("baseUrl", sp.BaseURL, true); err != nil {
 			return err
 		}
@@ -280,7 +288,7 @@ func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pa
 	}
 	v := MerchantView{ID: sp.ID, Protocol: sp.Protocol, Version: m.Version(), BaseURL: sp.BaseURL, PSPURL: sp.PSPURL,
 		ProfileURL: sp.ProfileURL, HasAPIKey: sp.APIKey != "", SigningKeys: pinnedKeys(sp.SigningKeys), Source: "operator",
-		CreatedAt: s.now().UTC(), CredentialHandlers: credentialHandlers(sp.PaymentCredentials)}
+		CreatedAt: s.now().UTC(), CredentialHandlers: credentialHandlers(sp.PaymentCredentials), ReadyWithoutErrors: sp.ReadyWithoutErrors}
 	if p, ok := profileOf(m); ok {
 		v.ProfileIgnored = p.Ignored
 	}
@@ -359,7 +367,7 @@ func (s *Service) loadRegistered(ctx context.Context) error {
 	}
 	for _, row := range rows {
 		sp := MerchantSpec{ID: row.ID, Protocol: row.Protocol, BaseURL: row.BaseURL, PSPURL: row.PSPURL, ProfileURL: row.ProfileURL,
-			SigningKeys: row.PinnedKeys}
+			SigningKeys: row.PinnedKeys, ReadyWithoutErrors: row.ReadyWithoutErrors}
 		if row.APIKey != "" {
 			if sp.APIKey, err = s.seal.Open(row.ID+"/api", row.APIKey); err != nil {
 				return fmt.Errorf("commerce: merchant %s: %w", row.ID, err)

@@ -256,6 +256,9 @@ func (s *Service) Register(m MerchantConfig) error {
 	if p, ok := m.Merchant.(interface{ PinnedKeys() []ucp.SigningKey }); ok {
 		v.SigningKeys = pinnedKeys(p.PinnedKeys())
 	}
+	if r, ok := m.Merchant.(interface{ ReadyWithoutErrors() bool }); ok {
+		v.ReadyWithoutErrors = r.ReadyWithoutErrors()
+	}
 	return s.add(m.ID, m.Merchant, v)
 }
 

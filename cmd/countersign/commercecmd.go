@@ -73,13 +73,18 @@ func merchantClient(ctx context.Context, f commerce.MerchantSpec, client *http.C
 		if len(f.PaymentCredentials) > 0 {
 			return nil, errors.New("paymentCredentials: credentials are for ucp merchants only")
 		}
+		if f.ReadyWithoutErrors {
+			return nil, errors.New("readyWithoutErrors: the accommodation is for ucp merchants only")
+		}
 		return acp.New(acp.Options{BaseURL: f.BaseURL, APIKey: f.APIKey, PSPURL: f.PSPURL, PSPKey: f.PSPKey,
 			MerchantID: f.ID, HTTPClient: client})
 	case "ucp":
 		// Pinned keys: every checkout answer must be signed by one of them.
 		// Credentials: handed over at complete to handlers that take one.
+		// ReadyWithoutErrors: the operator's accommodation of a merchant
+		// that never reports ready_for_complete.
 		c, err := ucp.New(ctx, ucp.Options{ProfileURL: f.ProfileURL, MerchantID: f.ID, HTTPClient: client, SigningKeys: f.SigningKeys,
-			PaymentCredentials: f.PaymentCredentials})
+			PaymentCredentials: f.PaymentCredentials, ReadyWithoutErrors: f.ReadyWithoutErrors})
 		if err != nil {
 			return nil, err
 		}
@@ -155,8 +160,9 @@ Runs a fake merchant for tests and demos: a real HTTP merchant speaking ACP
 2026-04-08, discovered at /.well-known/ucp), with a catalogue whose SKUs
 choose a scenario (sku-mug and sku-book are ready; sku-soldout,
 sku-age, sku-3ds, sku-declined, sku-slow, sku-5xx, sku-timeout,
-sku-expiring, sku-surge, sku-badsig and sku-badsig-complete each fail or
-change as their names say). UCP 2026-04-08 answers are signed with a key
+sku-expiring, sku-surge, sku-badsig, sku-badsig-complete and
+sku-needs-phone each fail or change as their names say; sku-never-ready
+never reports ready and completes all the same). UCP 2026-04-08 answers are signed with a key
 generated at start; its public JWK is printed, for
 "operator merchant add --signing-key".`
 

@@ -43,7 +43,8 @@ characters); it is written into the record with your key id.
   counterparty list [--limit N] [--cursor C]
   revoke-identity --id AGENT|DISCLOSURE [--reason TEXT] --rationale R
   merchant add    --id ID --protocol acp|ucp (--merchant-url URL [--api-key-file F] [--psp-url URL]
-                  | --profile-url URL [--signing-key FILE]... [--payment-credential HANDLER=FILE]...)
+                  | --profile-url URL [--signing-key FILE]... [--payment-credential HANDLER=FILE]...
+                  [--ready-without-errors])
                   --rationale R
                                                      register a merchant agents may buy from
   mandate         issue a mandate offline (no server): see "operator mandate -h"
@@ -96,6 +97,7 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Var(&signingKeys, "signing-key", "UCP: a `file` holding the merchant's public response-signing key (a JWK, or a JSON array of JWKs) to pin; repeatable")
 	var credentials fileList
 	fs.Var(&credentials, "payment-credential", "UCP: `HANDLER=FILE`, a token credential (read from FILE, sealed by the server, never shown again) for a payment handler that takes one at complete, by its id or name; repeatable")
+	readyWithoutErrors := fs.Bool("ready-without-errors", false, "UCP: treat a session the merchant reports incomplete without an error message as ready to complete (for merchants that never report ready_for_complete, such as the protocol's public sample)")
 	reason := fs.String("reason", "", "why the identity is revoked, for people reading the record")
 	kind := fs.String("kind", "", "counterparty kind: agent (default), merchant or service")
 	rails := fs.String("rails", "", "comma-separated rails the counterparty can be paid on")
@@ -179,6 +181,9 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				return err
 			}
 			req["paymentCredentials"] = creds
+		}
+		if *readyWithoutErrors {
+			req["readyWithoutErrors"] = true
 		}
 		body = req
 	case "revoke-mandate":

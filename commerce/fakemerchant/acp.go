@@ -51,7 +51,9 @@ const ACPHandlerID = "card_tokenized"
 // completes, then holds the answer for HangFor; expiry shows status
 // expired; slow delays every answer about the session by SlowDelay; a
 // surge-priced session costs PriceIncrease more per unit from its first
-// read on, with a price_change warning.
+// read on, with a price_change warning; never_ready is
+// not_ready_for_payment without a message and completes all the same;
+// missing_info is not_ready_for_payment with a missing error message.
 func (m *Merchant) ACPHandler() http.Handler {
 	v := &acpView{m: m, creates: map[string]acpReplay{}, delegations: map[string]acpReplay{}}
 	mux := http.NewServeMux()
@@ -597,6 +599,11 @@ func (v *acpView) render(s Session, withOrder bool) acp.CheckoutSession {
 		cs.LineItems = append(cs.LineItems, li)
 		ids = append(ids, l.ID)
 	}
+	if st == cart.StatusIncomplete && s.Scenario == ScenarioMissingInfo {
+		cs.Messages = append(cs.Messages, acp.Message{Type: acp.MessageTypeError, Code: "missing",
+			Severity: "high", Resolution: "requires_buyer_input", Param: "$.buyer.phone_number",
+			ContentType: "plain", Content: "The buyer's phone number is required."})
+	}
 	for _, o := range options {
 		cs.FulfillmentOptions = append(cs.FulfillmentOptions, acp.FulfillmentOption{Type: acp.FulfillmentShipping,
 			ID: o.ID, Title: o.Title, Carrier: "USPS", Totals: []acp.Total{amountTotal(acp.TotalTotal, "Shipping", o.Amount)}})
@@ -667,7 +674,7 @@ func (v *acpView) soldOut(s Session, i int) bool {
 	if it.Scenario == ScenarioOutOfStock {
 		return true
 	}
-	return i == 0 && !slices.ContainsFunc(s.Lines, func(l cart.LineRequest) bool {
+	return i == 0 && s.Scenario == ScenarioOutOfStock && !slices.ContainsFunc(s.Lines, func(l cart.LineRequest) bool {
 		it, _ := Find(l.ID)
 		return it.Scenario == ScenarioOutOfStock
 	})

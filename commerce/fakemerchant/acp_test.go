@@ -220,6 +220,34 @@ func TestACPScenarioHeaderAndUpdate(t *testing.T) {
 	}
 }
 
+// TestACPNotReadySessions: the sessions that are not ready say why, or
+// (never_ready) say nothing; only an out-of-stock session reports a line
+// out of stock.
+func TestACPNotReadySessions(t *testing.T) {
+	e := newACP(t, fakemerchant.Options{})
+	for _, tc := range []struct {
+		sku, code string // code: the error message's ("": none)
+		soldOut   bool
+	}{
+		{"sku-soldout", "out_of_stock", true},
+		{"sku-never-ready", "", false},
+		{"sku-needs-phone", "missing", false},
+	} {
+		t.Run(tc.sku, func(t *testing.T) {
+			st, _, m := e.do("POST", "/checkout_sessions", `{"currency":"usd","capabilities":{},"line_items":[{"id":"`+tc.sku+`"}]}`, nil)
+			msgs, _ := m["messages"].([]any)
+			code := ""
+			if len(msgs) == 1 {
+				code, _ = acpField(m, "messages", 0, "code").(string)
+			}
+			if st != 201 || m["status"] != "not_ready_for_payment" || len(msgs) > 1 || code != tc.code ||
+				(acpField(m, "line_items", 0, "availability_status") == "out_of_stock") != tc.soldOut {
+				t.Fatalf("%d %v", st, m)
+			}
+		})
+	}
+}
+
 // TestACPEverySession renders a session of every scenario in every state
 // it reaches through the client, so that each answer is checked against
 // the schemas.

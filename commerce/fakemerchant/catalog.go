@@ -59,9 +59,17 @@ const (
 	// does not verify; every other answer is signed properly.
 	ScenarioBadSignatureOnComplete Scenario = "bad-signature-on-complete"
 	// ScenarioNeverReady: priced and in stock, but the session never
-	// reports it is ready for payment (UCP incomplete, with no message),
-	// as merchants built on the protocol's drafts do.
+	// reports it is ready for payment (UCP incomplete, ACP
+	// not_ready_for_payment, with no message), and completing it places
+	// the order all the same, as merchants built on the protocol's drafts
+	// do (the UCP public sample merchant).
 	ScenarioNeverReady Scenario = "never_ready"
+	// ScenarioMissingInfo: priced and in stock, but the session stays not
+	// ready: it asks for the buyer's phone number, which the clients never
+	// send (UCP incomplete, ACP not_ready_for_payment, with an error
+	// message of code missing at $.buyer.phone_number). Completing it is
+	// refused.
+	ScenarioMissingInfo Scenario = "missing_info"
 )
 
 // Item is one catalogue entry.
@@ -91,6 +99,7 @@ var Catalogue = []Item{
 	{SKU: "sku-surge", Title: "Surge-priced ticket", PriceMinor: 5_000, TaxBasisPts: 0, Scenario: ScenarioPriceChanges},
 	{SKU: "sku-badsig", Title: "Answers signed badly (UCP)", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioBadSignature},
 	{SKU: "sku-never-ready", Title: "Never ready to pay", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioNeverReady},
+	{SKU: "sku-needs-phone", Title: "Needs the buyer's phone number", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioMissingInfo},
 	{SKU: "sku-badsig-complete", Title: "Completion answer signed badly (UCP)", PriceMinor: 1_000, TaxBasisPts: 0, Scenario: ScenarioBadSignatureOnComplete},
 }
 

@@ -301,7 +301,7 @@ func (m *Merchant) Status(s Session) cart.Status {
 		return cart.StatusExpired
 	}
 	switch s.Scenario {
-	case ScenarioOutOfStock, ScenarioNeverReady:
+	case ScenarioOutOfStock, ScenarioNeverReady, ScenarioMissingInfo:
 		return cart.StatusIncomplete
 	case ScenarioEscalation:
 		return cart.StatusEscalation
@@ -309,6 +309,14 @@ func (m *Merchant) Status(s Session) cart.Status {
 		return cart.StatusAuth
 	}
 	return cart.StatusReady
+}
+
+// completable reports whether an open session may be completed: it is
+// ready, or it never says so but is ready in all but name
+// (ScenarioNeverReady).
+func (m *Merchant) completable(s Session) bool {
+	st := m.Status(s)
+	return st == cart.StatusReady || st == cart.StatusIncomplete && s.Scenario == ScenarioNeverReady
 }
 
 // ContinueURL is where a person finishes a session the agent cannot.
@@ -387,7 +395,7 @@ func (m *Merchant) Complete(id, token, idemKey string, requireToken bool) (order
 	if m.closed(s) {
 		return cart.Order{}, false, ErrClosed
 	}
-	if st := m.Status(m.copy(s)); st != cart.StatusReady {
+	if !m.completable(m.copy(s)) {
 		return cart.Order{}, false, ErrNotReady
 	}
 	lines, _, totals := m.Price(m.copy(s))

@@ -87,7 +87,9 @@ const (
 // complete_5xx answers 500; timeout_then_success completes, then holds the
 // answer for HangFor; expiry shows status canceled with expires_at past;
 // slow delays every answer about the session by SlowDelay; never_ready
-// (sku-never-ready) stays incomplete without a message. With
+// (sku-never-ready) stays incomplete without a message, and completes when
+// asked all the same; missing_info (sku-needs-phone) stays incomplete with
+// an error message of code missing, and does not complete. With
 // Options.UCPPayment = UCPPaymentCredential the profile and the answers
 // declare the credential handlers instead of the tokenizer, and complete
 // takes UCPWalletToken (or declines UCPWalletDeclineToken) from an
@@ -431,6 +433,10 @@ func (v *ucpView) checkout(ver string, s Session, extra ...map[string]any) map[s
 				break
 			}
 		}
+		if s.Scenario == ScenarioMissingInfo {
+			msgs = append(msgs, map[string]any{"type": "error", "code": "missing", "severity": "requires_buyer_input",
+				"path": "$.buyer.phone_number", "content": "The buyer's phone number is required."})
+		}
 	case cart.StatusEscalation:
 		msgs = append(msgs, map[string]any{"type": "error", "code": "age_verification_required", "severity": "requires_buyer_input",
 			"content": "The buyer must verify their age at the merchant."})
@@ -710,7 +716,7 @@ func (v *ucpView) complete(w http.ResponseWriter, r *http.Request, ver string) {
 		_, hang, err = v.m.Complete(id, token, r.Header.Get("Idempotency-Key"), false)
 	case token == UCPWalletDeclineToken:
 		err = ErrDeclined
-		if st := v.m.Status(s); st != cart.StatusReady {
+		if !v.m.completable(s) {
 			err = ErrNotReady
 		}
 	default:

@@ -233,7 +233,10 @@ func TestUCPScenarioHeaderAndErrors(t *testing.T) {
 // TestUCPCredentialShapes: UCPPaymentCredential declares a handler that
 // takes a token credential at complete (no tokenization endpoint) and one
 // with an undated version it never accepts; sku-never-ready never reports
-// ready. The rows are completions of one session each.
+// ready, without a message, and completes all the same (as the public
+// sample merchant does); sku-needs-phone stays incomplete with an error
+// message and does not complete. The rows are completions of one session
+// each.
 func TestUCPCredentialShapes(t *testing.T) {
 	for _, v := range []string{fakemerchant.UCP20260111, fakemerchant.UCP20260408} {
 		t.Run(v, func(t *testing.T) {
@@ -255,14 +258,18 @@ func TestUCPCredentialShapes(t *testing.T) {
 			}
 			for i, tc := range []struct {
 				name, sku, handler, token string
+				created, message          string // the created session's status and error code ("": no message)
 				code                      int
 				status                    string
 			}{
-				{"wallet token", "sku-mug", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, 200, "completed"},
-				{"wallet decline", "sku-mug", fakemerchant.UCPWalletID, fakemerchant.UCPWalletDeclineToken, 200, "ready_for_complete"},
-				{"unknown token", "sku-mug", fakemerchant.UCPWalletID, "nope", 200, "ready_for_complete"},
-				{"unused handler", "sku-mug", fakemerchant.UCPUnusedHandlerID, fakemerchant.UCPWalletToken, 400, ""},
-				{"never ready", "sku-never-ready", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, 200, "incomplete"},
+				{"wallet token", "sku-mug", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, "ready_for_complete", "", 200, "completed"},
+				{"wallet decline", "sku-mug", fakemerchant.UCPWalletID, fakemerchant.UCPWalletDeclineToken, "ready_for_complete", "", 200, "ready_for_complete"},
+				{"unknown token", "sku-mug", fakemerchant.UCPWalletID, "nope", "ready_for_complete", "", 200, "ready_for_complete"},
+				{"unused handler", "sku-mug", fakemerchant.UCPUnusedHandlerID, fakemerchant.UCPWalletToken, "ready_for_complete", "", 400, ""},
+				{"never ready", "sku-never-ready", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, "incomplete", "", 200, "completed"},
+				{"never ready, declined", "sku-never-ready", fakemerchant.UCPWalletID, fakemerchant.UCPWalletDeclineToken, "incomplete", "", 200, "incomplete"},
+				{"missing information", "sku-needs-phone", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, "incomplete", "missing", 200, "incomplete"},
+				{"out of stock", "sku-soldout", fakemerchant.UCPWalletID, fakemerchant.UCPWalletToken, "incomplete", "out_of_stock", 200, "incomplete"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					key := func(n int) string { return fmt.Sprintf("%08d-6c5b-4a39-8271-605f4e3d2c1b", 10*i+n) }
@@ -271,8 +278,8 @@ func TestUCPCredentialShapes(t *testing.T) {
 						// The answers carry the profile's handlers, outside the schema too.
 						t.Fatalf("create = %d %s", code, b)
 					}
-					if tc.sku == "sku-never-ready" && (field(t, b, "status") != "incomplete" || strings.Contains(string(b), `"messages"`)) {
-						t.Fatalf("never-ready session: %s", b)
+					if got := errorCodes(t, b); field(t, b, "status") != tc.created || got != tc.message {
+						t.Fatalf("created session: status %q, error codes %q; want %q, %q: %s", field(t, b, "status"), got, tc.created, tc.message, b)
 					}
 					body := instrument(tc.handler, tc.token)
 					if err := s.sch.Request(t, v, ucptest.Complete, []byte(body)); err != nil {
@@ -282,8 +289,33 @@ func TestUCPCredentialShapes(t *testing.T) {
 					if code != tc.code || (tc.status != "" && field(t, b, "status") != tc.status) {
 						t.Fatalf("complete = %d %s, want %d %s", code, b, tc.code, tc.status)
 					}
+					if tc.status == "incomplete" && strings.Contains(string(b), `"order"`) {
+						t.Fatalf("a refused completion placed an order: %s", b)
+					}
 				})
 			}
 		})
 	}
+}
+
+// errorCodes lists the codes of a session's error messages, joined by
+// ",".
+func errorCodes(t *testing.T, b []byte) string {
+	t.Helper()
+	var m struct {
+		Messages []struct {
+			Type string `json:"type"`
+			Code string `json:"code"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	var codes []string
+	for _, msg := range m.Messages {
+		if msg.Type == "error" {
+			codes = append(codes, msg.Code)
+		}
+	}
+	return strings.Join(codes, ",")
 }

@@ -481,8 +481,9 @@ func checkErrorResponse0408(c *checker, doc any) ErrorResponse {
 // ---- mapping onto package cart ----
 
 // toCart maps a validated session onto the neutral cart. now decides
-// whether a canceled session expired.
-func toCart(co *Checkout, version, merchant string, now time.Time) cart.Cart {
+// whether a canceled session expired; lenient is
+// Options.ReadyWithoutErrors.
+func toCart(co *Checkout, version, merchant string, now time.Time, lenient bool) cart.Cart {
 	c := cart.Cart{ID: co.ID, Rail: "ucp", Version: version, Merchant: merchant, RawStatus: co.Status,
 		Currency: strings.ToUpper(co.Currency), Lines: []cart.Line{}, Messages: []cart.Message{}, Fulfillment: []cart.Fulfillment{}}
 	if co.ExpiresAt != nil {
@@ -503,7 +504,7 @@ func toCart(co *Checkout, version, merchant string, now time.Time) cart.Cart {
 		}
 		c.Messages = append(c.Messages, cm)
 	}
-	c.Status = mapStatus(co.Status, co.Messages, c.ExpiresAt, now)
+	c.Status = mapStatus(co.Status, co.Messages, c.ExpiresAt, now, lenient)
 	for _, li := range co.LineItems {
 		l := cart.Line{ID: li.ID, ItemID: li.Item.ID, Title: li.Item.Title, Quantity: li.Quantity, Unit: li.Item.Price}
 		t := sumTotals(li.Totals)
@@ -516,16 +517,21 @@ func toCart(co *Checkout, version, merchant string, now time.Time) cart.Cart {
 
 // mapStatus maps the protocol's status onto cart.Status:
 //
-//	incomplete           → incomplete
+//	incomplete           → incomplete; with lenient
+//	                       (Options.ReadyWithoutErrors) ready when no
+//	                       message is an error
 //	requires_escalation  → auth when an error message asks for 3-D Secure
 //	                       (code requires_3ds), otherwise escalation
 //	ready_for_complete   → ready
 //	complete_in_progress → in_progress
 //	completed            → completed
 //	canceled             → expired when expires_at has passed, otherwise canceled
-func mapStatus(status string, msgs []Message, expires *time.Time, now time.Time) cart.Status {
+func mapStatus(status string, msgs []Message, expires *time.Time, now time.Time, lenient bool) cart.Status {
 	switch status {
 	case "incomplete":
+		if lenient && readyWithoutErrors(status, msgs) {
+			return cart.StatusReady
+		}
 		return cart.StatusIncomplete
 	case "requires_escalation":
 		for _, m := range msgs {
@@ -545,6 +551,22 @@ func mapStatus(status string, msgs []Message, expires *time.Time, now time.Time)
 		return cart.StatusExpired
 	}
 	return cart.StatusCanceled
+}
+
+// readyWithoutErrors reports whether a session is incomplete and carries
+// no message of type error: what Options.ReadyWithoutErrors treats as
+// ready. Warnings and infos do not count; an error of any code or
+// severity does.
+func readyWithoutErrors(status string, msgs []Message) bool {
+	if status != "incomplete" {
+		return false
+	}
+	for _, m := range msgs {
+		if m.Type == "error" {
+			return false
+		}
+	}
+	return true
 }
 
 // sumTotals folds a totals breakdown: fulfillment is shipping, discounts

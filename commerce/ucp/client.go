@@ -63,6 +63,19 @@ type Options struct {
 	// the credential is handed over in the completion's instrument, as
 	// is. See the package doc.
 	PaymentCredentials []PaymentCredential
+	// ReadyWithoutErrors treats a session the merchant reports incomplete
+	// that carries no message of type error as ready for completion: its
+	// cart is cart.StatusReady (Cart.RawStatus stays "incomplete") and
+	// Complete completes it as it completes one that is
+	// ready_for_complete, at exactly the payment's amount and currency.
+	// It exists for merchants that never report ready_for_complete and
+	// accept the completion anyway, such as the protocol's public sample
+	// merchant: UCP's incomplete means "missing required information,
+	// resolve via update", so the strict default refuses to pay such a
+	// session. An operator chooses it, per merchant. An incomplete session
+	// carrying an error message, and every other status, stays as the
+	// default maps it. Default false.
+	ReadyWithoutErrors bool
 	// Logger receives debug records of refused answers. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -235,6 +248,9 @@ func (c *Client) CredentialHandlers() []string {
 	return out
 }
 
+// ReadyWithoutErrors reports Options.ReadyWithoutErrors.
+func (c *Client) ReadyWithoutErrors() bool { return c.opts.ReadyWithoutErrors }
+
 // Profile is the merchant's profile for the negotiated version.
 func (c *Client) Profile() Profile { return c.profile }
 
@@ -369,7 +385,12 @@ func (c *Client) cartOf(d decoded) (cart.Cart, error) {
 	if d.Error != nil {
 		return cart.Cart{}, errorResponseErr(d.Error)
 	}
-	return toCart(d.Checkout, c.version, c.opts.MerchantID, c.opts.Now()), nil
+	return c.toCart(d.Checkout), nil
+}
+
+// toCart maps a validated session with the client's options.
+func (c *Client) toCart(co *Checkout) cart.Cart {
+	return toCart(co, c.version, c.opts.MerchantID, c.opts.Now(), c.opts.ReadyWithoutErrors)
 }
 
 // ErrAmountMismatch: the session's total or currency is not the payment's,
@@ -381,9 +402,11 @@ var ErrAmountMismatch = fmt.Errorf("ucp: the session's total differs from the pa
 // p.IdempotencyKey:
 //
 //  1. it re-reads the session and refuses (ErrNotReady, ErrAmountMismatch)
-//     unless it is ready for completion at exactly p.Amount p.Currency —
-//     or already completing or completed, when the merchant alone can say
-//     whether it was by this key;
+//     unless it is ready for completion at exactly p.Amount p.Currency
+//     (ready_for_complete; with Options.ReadyWithoutErrors, also
+//     incomplete without an error message) — or already completing or
+//     completed, when the merchant alone can say whether it was by this
+//     key;
 //  2. it obtains an instrument from the session's tokenization payment
 //     handler: a token bound to the session for exactly p.Amount
 //     (see the package doc);
@@ -416,13 +439,13 @@ func (c *Client) complete(ctx context.Context, id string, p cart.Payment) (cart.
 		return cart.Order{}, errorResponseErr(d.Error)
 	}
 	co := d.Checkout
-	switch co.Status {
-	case "ready_for_complete":
+	switch {
+	case co.Status == "ready_for_complete", c.opts.ReadyWithoutErrors && readyWithoutErrors(co.Status, co.Messages):
 		total := sumTotals(co.Totals).Total
 		if total != p.Amount || !strings.EqualFold(co.Currency, p.Currency) {
 			return cart.Order{}, fmt.Errorf("%w: merchant asks %d %s, payment is %d %s", ErrAmountMismatch, total, co.Currency, p.Amount, p.Currency)
 		}
-	case "completed", "complete_in_progress":
+	case co.Status == "completed", co.Status == "complete_in_progress":
 		// Ask again with the same key: the merchant answers the order our
 		// key placed, or refuses.
 	default:
@@ -480,7 +503,7 @@ func (c *Client) complete(ctx context.Context, id string, p cart.Payment) (cart.
 		if co.Order == nil {
 			return cart.Order{}, fmt.Errorf("%w: %w: completed without an order", cart.ErrUnknownOutcome, cart.ErrInvalidResponse)
 		}
-		cc := toCart(co, c.version, c.opts.MerchantID, c.opts.Now())
+		cc := c.toCart(co)
 		return cart.Order{ID: co.Order.ID, CartID: co.ID, Status: co.Status, PlacedAt: c.opts.Now().UTC(), Lines: cc.Lines,
 			Total: cc.Totals.Total, Currency: cc.Currency, Permalink: co.Order.PermalinkURL}, nil
 	}

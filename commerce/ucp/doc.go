@@ -41,14 +41,28 @@
 // business profile. A body that fails is refused whole with
 // [cart.ErrInvalidResponse].
 //
-// Status mapping onto [cart.Status]: incomplete → incomplete;
-// requires_escalation → auth when an error message has code requires_3ds,
+// Status mapping onto [cart.Status]: incomplete → incomplete (with
+// Options.ReadyWithoutErrors, ready when no message is of type error; see
+// below); requires_escalation → auth when an error message has code requires_3ds,
 // else escalation (Cart.ContinueURL carries continue_url);
 // ready_for_complete → ready; complete_in_progress → in_progress;
 // completed → completed; canceled → expired when expires_at has passed
 // (by Options.Now), else canceled. Totals: subtotal, tax, fulfillment
 // (shipping), discount and items_discount (as positive amounts; 2026-04-08
 // sends them negative) and total.
+//
+// UCP's incomplete means "missing required information, resolve via
+// update": only ready_for_complete may be completed by a platform, and by
+// default the client keeps to that. Some merchants never report
+// ready_for_complete and accept the completion anyway — the protocol's
+// public sample merchant keeps every session incomplete, without a
+// message, until it is completed. [Options.ReadyWithoutErrors], which an
+// operator chooses per merchant, treats such a session as ready: an
+// incomplete session that carries no message of type error maps to ready
+// (Cart.RawStatus still says incomplete, so the record tells what the
+// merchant said) and Complete completes it. An incomplete session with an
+// error message (out of stock, missing information) and every other
+// status map as above whatever the option.
 //
 // Errors, per operation: 404 → [cart.ErrNotFound]; other 4xx →
 // [cart.ErrRejected] with the merchant's message; a 2026-04-08 error
@@ -97,7 +111,8 @@
 //
 // # Payment instrument
 //
-// Complete first re-reads the session: it must be ready_for_complete at
+// Complete first re-reads the session: it must be ready_for_complete (or,
+// with Options.ReadyWithoutErrors, incomplete without an error message) at
 // exactly the payment's amount and currency (else [cart.ErrNotReady] or
 // [ErrAmountMismatch]), or already completing/completed (then the merchant
 // answers by idempotency key). The client then uses the session's payment

@@ -104,3 +104,101 @@ func TestCredentialsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyWithoutErrors: a merchant whose sessions never report
+// ready_for_complete (sku-never-ready: incomplete, no message, and it
+// completes when asked, as the public sample merchant does). By default
+// such a session is not ready and Complete sends nothing; with
+// Options.ReadyWithoutErrors it is ready (its raw status still
+// incomplete) and completes, at exactly its total. An incomplete session
+// with an error message (missing information, out of stock) and the other
+// statuses are unchanged by the option. Over both kinds of payment
+// handler.
+func TestReadyWithoutErrors(t *testing.T) {
+	bothVersions(t, func(t *testing.T, version string) {
+		for name, payment := range map[string]fakemerchant.UCPPayment{"tokenizer": fakemerchant.UCPPaymentTokenizer, "credential": fakemerchant.UCPPaymentCredential} {
+			t.Run(name, func(t *testing.T) {
+				var wrap func(http.Handler) http.Handler
+				if payment == fakemerchant.UCPPaymentCredential {
+					wrap = passThrough // the credential profile is outside the schema
+				}
+				e := newEnv(t, fakemerchant.Options{UCPPayment: payment}, wrap, version)
+				creds := []ucp.PaymentCredential{{Handler: fakemerchant.UCPWalletID, Token: fakemerchant.UCPWalletToken}}
+				for _, tc := range []struct {
+					name    string
+					sku     string
+					option  bool
+					status  cart.Status // of the cart, as created and re-read
+					raw     string
+					overpay int64 // added to the payment's amount
+					want    error // nil: an order
+				}{
+					{"never ready, strict", "sku-never-ready", false, cart.StatusIncomplete, "incomplete", 0, cart.ErrNotReady},
+					{"never ready, ready without errors", "sku-never-ready", true, cart.StatusReady, "incomplete", 0, nil},
+					{"never ready, another amount", "sku-never-ready", true, cart.StatusReady, "incomplete", 1, ucp.ErrAmountMismatch},
+					{"missing information", "sku-needs-phone", true, cart.StatusIncomplete, "incomplete", 0, cart.ErrNotReady},
+					{"out of stock", "sku-soldout", true, cart.StatusIncomplete, "incomplete", 0, cart.ErrNotReady},
+					{"escalation", "sku-age", true, cart.StatusEscalation, "requires_escalation", 0, cart.ErrNotReady},
+					{"ready", "sku-book", true, cart.StatusReady, "ready_for_complete", 0, nil},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						c := newClient(t, e, func(o *ucp.Options) {
+							o.ReadyWithoutErrors = tc.option
+							if payment == fakemerchant.UCPPaymentCredential {
+								o.PaymentCredentials = creds
+							}
+						})
+						if c.ReadyWithoutErrors() != tc.option {
+							t.Fatalf("ReadyWithoutErrors() = %v", c.ReadyWithoutErrors())
+						}
+						k := create(t, c, tc.sku, 1)
+						again, err := c.Get(t.Context(), k.ID)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, got := range []cart.Cart{k, again} {
+							if got.Status != tc.status || got.RawStatus != tc.raw {
+								t.Fatalf("cart %s (%s), want %s (%s); messages %+v", got.Status, got.RawStatus, tc.status, tc.raw, got.Messages)
+							}
+						}
+						p := pay(k, "intent-"+tc.name)
+						p.Amount += tc.overpay
+						o, err := c.Complete(t.Context(), k.ID, p)
+						after, gerr := c.Get(t.Context(), k.ID)
+						if gerr != nil {
+							t.Fatal(gerr)
+						}
+						if tc.want != nil {
+							if !errors.Is(err, tc.want) {
+								t.Fatalf("Complete: %v, want %v", err, tc.want)
+							}
+							if after.Status == cart.StatusCompleted || completions(e, k.ID) != 0 {
+								t.Fatalf("a refused completion was sent (%d) or placed an order (%s)", completions(e, k.ID), after.Status)
+							}
+							return
+						}
+						if err != nil || o.ID == "" || o.Total != k.Totals.Total || after.Status != cart.StatusCompleted {
+							t.Fatalf("Complete: %+v, %v; cart after: %s", o, err, after.Status)
+						}
+						if retry, err := c.Complete(t.Context(), k.ID, pay(k, "intent-"+tc.name)); err != nil || retry.ID != o.ID {
+							t.Fatalf("retry: %+v, %v; want order %s", retry, err, o.ID)
+						}
+					})
+				}
+			})
+		}
+	})
+}
+
+// completions counts the completion requests sent for session id.
+func completions(e *env, id string) int {
+	e.rec.mu.Lock()
+	defer e.rec.mu.Unlock()
+	n := 0
+	for _, x := range e.rec.ex {
+		if strings.HasSuffix(x.path, "/checkout-sessions/"+id+"/complete") {
+			n++
+		}
+	}
+	return n
+}

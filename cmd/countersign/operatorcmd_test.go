@@ -1,0 +1,118 @@
+package main
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/commerce/fakemerchant"
+)
+
+// TestOperatorMerchantAddReadyWithoutErrors registers, from the CLI, a
+// UCP merchant whose sessions never report ready_for_complete (shaped like
+// the public sample: 2026-01-11, a credential handler), once strict and
+// once with --ready-without-errors, and buys from both: the strict one is
+// refused (intent.malformed, cartStatus incomplete), the other sells; a
+// session with an error message is refused either way. The flag is
+// refused for an ACP merchant.
+func TestOperatorMerchantAddReadyWithoutErrors(t *testing.T) {
+	ss := startSandbox(t)
+	srv := httptest.NewUnstartedServer(nil)
+	fm := fakemerchant.New(&fakemerchant.Options{BaseURL: "http://" + srv.Listener.Addr().String(),
+		UCPPayment: fakemerchant.UCPPaymentCredential})
+	srv.Config.Handler = fm.UCPHandler(fakemerchant.UCP20260111)
+	srv.Start()
+	defer srv.Close()
+	tokenFile := filepath.Join(t.TempDir(), "wallet.token")
+	if err := os.WriteFile(tokenFile, []byte(fakemerchant.UCPWalletToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	add := func(id string, extra ...string) cliResult {
+		return cli(t, append([]string{"operator", "merchant", "add", "--url", ss.base,
+			"--key", filepath.Join(ss.dir, sandboxOperatorKey), "--rationale", "a merchant that never says ready",
+			"--id", id}, extra...)...)
+	}
+	ucpArgs := []string{"--protocol", "ucp", "--profile-url", srv.URL + "/.well-known/ucp", "--payment-credential", fakemerchant.UCPWalletID + "=" + tokenFile}
+	if r := add("strict-shop", ucpArgs...); r.status != 201 || r.body["readyWithoutErrors"] != nil {
+		t.Fatalf("merchant add: %s", r.out)
+	}
+	if r := add("sample-shop", append(ucpArgs, "--ready-without-errors")...); r.status != 201 || r.body["readyWithoutErrors"] != true {
+		t.Fatalf("merchant add --ready-without-errors: %s", r.out)
+	}
+	if r := add("acp-shop", "--protocol", "acp", "--merchant-url", "https://acp.example", "--ready-without-errors"); r.status != 400 ||
+		r.str("code") != "commerce.invalid_merchant" || !strings.Contains(r.str("detail"), "readyWithoutErrors") {
+		t.Fatalf("--ready-without-errors for an ACP merchant: %s", r.out)
+	}
+
+	for i, tc := range []struct {
+		merchant, line string
+		status         int // 200: an Order; 400: intent.malformed, cart incomplete
+	}{
+		{"strict-shop", "sku-never-ready:2", 400},
+		{"sample-shop", "sku-never-ready:2", 200},
+		{"sample-shop", "sku-needs-phone", 400},
+		{"sample-shop", "sku-soldout", 400},
+	} {
+		t.Run(tc.merchant+" "+tc.line, func(t *testing.T) {
+			r := cli(t, "buy", "--url", ss.base, "--agent-key", filepath.Join(ss.dir, sandboxAgentKey),
+				"--credential", filepath.Join(ss.dir, sandboxCredential), "--mandate", filepath.Join(ss.dir, sandboxMandate),
+				"--merchant", tc.merchant, "--rail", "ucp", "--line", tc.line, "--idempotency-key", "ready-"+string(rune('a'+i)))
+			switch tc.status {
+			case 200:
+				receipt, _ := r.body["receipt"].(map[string]any)
+				if r.status != 200 || r.str("id") == "" || r.str("status") != "completed" || receipt == nil {
+					t.Fatalf("buy: %s", r.out)
+				}
+			default:
+				if r.status != tc.status || r.str("code") != "intent.malformed" || r.str("cartStatus") != "incomplete" || r.str("merchantStatus") != "incomplete" {
+					t.Fatalf("buy: %s", r.out)
+				}
+			}
+		})
+	}
+	_, body := get(t, ss.base+"/commerce/merchants", "Authorization", ss.bearer)
+	if strings.Count(string(body), `"readyWithoutErrors":true`) != 1 {
+		t.Errorf("the listing does not show the one merchant with readyWithoutErrors: %s", body)
+	}
+}
+
+// TestMerchantsFileReadyWithoutErrors: --merchants accepts
+// readyWithoutErrors for a UCP merchant and hands it to the client, and
+// refuses it for an ACP one.
+func TestMerchantsFileReadyWithoutErrors(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	fm := fakemerchant.New(&fakemerchant.Options{BaseURL: "http://" + srv.Listener.Addr().String()})
+	srv.Config.Handler = fm.UCPHandler()
+	srv.Start()
+	defer srv.Close()
+	for _, tc := range []struct {
+		name, entries string
+		ok, ready     bool
+	}{
+		{"ucp", `[{"id":"shop","protocol":"ucp","profileUrl":"` + srv.URL + `/.well-known/ucp","readyWithoutErrors":true}]`, true, true},
+		{"ucp, default", `[{"id":"shop","protocol":"ucp","profileUrl":"` + srv.URL + `/.well-known/ucp"}]`, true, false},
+		{"acp", `[{"id":"a","protocol":"acp","baseUrl":"https://acp.example","readyWithoutErrors":true}]`, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "merchants.json")
+			if err := os.WriteFile(p, []byte(tc.entries), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ms, err := openMerchants(t.Context(), p, srv.Client(), sandboxURLs)
+			if !tc.ok {
+				if err == nil || !strings.Contains(err.Error(), "readyWithoutErrors") {
+					t.Fatalf("openMerchants: %v, want a refusal naming readyWithoutErrors", err)
+				}
+				return
+			}
+			if err != nil || len(ms) != 1 {
+				t.Fatalf("openMerchants: %v", err)
+			}
+			if r, ok := ms[0].Merchant.(interface{ ReadyWithoutErrors() bool }); !ok || r.ReadyWithoutErrors() != tc.ready {
+				t.Fatalf("the client's ReadyWithoutErrors is not %v: %T", tc.ready, ms[0].Merchant)
+			}
+		})
+	}
+}
