@@ -177,3 +177,45 @@ func TestRegisterMerchantReadyWithoutErrors(t *testing.T) {
 		t.Fatalf("connects after the restart: %+v", specs)
 	}
 }
+
+// TestRegistrationSeenByAnotherServer: two services over one store (two
+// servers of a deployment). A merchant registered through one is listed
+// and quoted through the other without a restart, and registering the
+// same id through the other is refused by the stored registration.
+func TestRegistrationSeenByAnotherServer(t *testing.T) {
+	f := newFixture(t)
+	shop := newUCPShop(t, f)
+	connect := func(ctx context.Context, sp MerchantSpec) (cart.Merchant, error) {
+		return ucp.New(ctx, ucp.Options{ProfileURL: sp.ProfileURL, MerchantID: sp.ID, HTTPClient: shop.srv.Client(), Now: f.now,
+			ReadyWithoutErrors: sp.ReadyWithoutErrors, Logger: slog.New(slog.DiscardHandler)})
+	}
+	open := func() *Service {
+		s, err := New(Options{Store: f.st, Log: f.log, Now: f.now, SealKey: bytes.Repeat([]byte{9}, 32), Connect: connect,
+			URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open(), open()
+	call := pay.OperatorCall{Operator: "op", Rationale: "a merchant for both servers"}
+	sp := MerchantSpec{ID: "shared", Protocol: "ucp", ProfileURL: shop.srv.URL + "/.well-known/ucp"}
+	if _, err := a.RegisterMerchant(t.Context(), sp, call); err != nil {
+		t.Fatal(err)
+	}
+	page, err := b.MerchantList(t.Context())
+	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "shared" {
+		t.Fatalf("the other server's listing: %+v %v", page, err)
+	}
+	q, err := b.Quote(t.Context(), f.caller, QuoteRequest{Rail: "ucp", Merchant: "shared", Currency: "USD",
+		Lines: []cart.LineRequest{line("sku-mug", 1)}}, "")
+	if err != nil || q.Cart.Totals.Total == 0 {
+		t.Fatalf("quote through the other server: %+v %v", q, err)
+	}
+	if _, err := b.RegisterMerchant(t.Context(), sp, call); !errors.Is(err, ErrMerchantExists) {
+		t.Fatalf("registering the same id through the other server: %v", err)
+	}
+	if _, err := open().Merchant("never-registered"); !errors.Is(err, ErrMerchantNotFound) {
+		t.Fatalf("an unknown merchant: %v", err)
+	}
+}

@@ -340,14 +340,15 @@ func (s *Service) RegisterMerchant(ctx context.Context, sp MerchantSpec, call pa
 	if err != nil {
 		return MerchantView{}, fmt.Errorf("commerce: register merchant: %w", err)
 	}
-	if err := s.add(sp.ID, m, v); err != nil {
-		return MerchantView{}, err
+	if err := s.add(sp.ID, m, v); err != nil && !errors.Is(err, ErrMerchantExists) {
+		return MerchantView{}, err // (exists: a lookup loaded this very registration from the store first)
 	}
 	return v, nil
 }
 
-// loadRegistered adds the merchants operators registered, connecting each
-// on first use.
+// loadRegistered adds the merchants operators registered that the service
+// does not know yet (at New; and, on a store several servers share, those
+// registered through another), connecting each on first use.
 func (s *Service) loadRegistered(ctx context.Context) error {
 	var rows []storedMerchant
 	err := s.st.View(ctx, func(r store.Reader) error {
@@ -366,6 +367,9 @@ func (s *Service) loadRegistered(ctx context.Context) error {
 		return fmt.Errorf("commerce: stored merchants: %w", err)
 	}
 	for _, row := range rows {
+		if _, ok := s.known(row.ID); ok {
+			continue
+		}
 		sp := MerchantSpec{ID: row.ID, Protocol: row.Protocol, BaseURL: row.BaseURL, PSPURL: row.PSPURL, ProfileURL: row.ProfileURL,
 			SigningKeys: row.PinnedKeys, ReadyWithoutErrors: row.ReadyWithoutErrors}
 		if row.APIKey != "" {
@@ -398,15 +402,18 @@ func (s *Service) loadRegistered(ctx context.Context) error {
 				slog.String("merchant", row.ID), slog.Any("error", err))
 			connect = func(context.Context, MerchantSpec) (cart.Merchant, error) { return nil, err }
 		}
-		if err := s.add(row.ID, &lazyMerchant{spec: sp, connect: connect}, row.MerchantView); err != nil {
-			return err
+		if err := s.add(row.ID, &lazyMerchant{spec: sp, connect: connect}, row.MerchantView); err != nil && !errors.Is(err, ErrMerchantExists) {
+			return err // (exists: a concurrent load added it first)
 		}
 	}
 	return nil
 }
 
 // MerchantList lists the registry, configured and registered, by id.
-func (s *Service) MerchantList(context.Context) (MerchantPage, error) {
+func (s *Service) MerchantList(ctx context.Context) (MerchantPage, error) {
+	if err := s.loadRegistered(ctx); err != nil {
+		return MerchantPage{}, err
+	}
 	s.reg.mu.Lock()
 	defer s.reg.mu.Unlock()
 	page := MerchantPage{Data: []MerchantView{}}

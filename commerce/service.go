@@ -292,14 +292,33 @@ func validID(id string) bool {
 }
 
 // Merchant returns a registered merchant.
+//
+// A merchant this service does not know yet is looked for among the
+// stored registrations: on a store several servers share, an operator may
+// have registered it through another.
 func (s *Service) Merchant(id string) (cart.Merchant, error) {
+	if m, ok := s.known(id); ok {
+		return m, nil
+	}
+	if validID(id) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := s.loadRegistered(ctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if m, ok := s.known(id); ok {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrMerchantNotFound, id)
+}
+
+func (s *Service) known(id string) (cart.Merchant, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	m, ok := s.merchants[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrMerchantNotFound, id)
-	}
-	return m, nil
+	return m, ok
 }
 
 func (s *Service) merchantFor(rail, id string) (cart.Merchant, error) {
