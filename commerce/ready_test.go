@@ -101,19 +101,7 @@ func TestRegisterMerchantReadyWithoutErrors(t *testing.T) {
 	f := newFixture(t)
 	shop := newUCPShop(t, f)
 	var specs []MerchantSpec
-	connect := func(ctx context.Context, sp MerchantSpec) (cart.Merchant, error) {
-		specs = append(specs, sp)
-		return ucp.New(ctx, ucp.Options{ProfileURL: sp.ProfileURL, MerchantID: sp.ID, HTTPClient: shop.srv.Client(), Now: f.now,
-			ReadyWithoutErrors: sp.ReadyWithoutErrors, Logger: slog.New(slog.DiscardHandler)})
-	}
-	open := func() *Service {
-		s, err := New(Options{Store: f.st, Log: f.log, Now: f.now, SealKey: bytes.Repeat([]byte{9}, 32), Connect: connect,
-			URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := registryOver(t, f, shop, &specs)
 	svc := open()
 	call := pay.OperatorCall{Operator: "op", Rationale: "the sample merchant never says ready"}
 	profile := shop.srv.URL + "/.well-known/ucp"
@@ -185,18 +173,7 @@ func TestRegisterMerchantReadyWithoutErrors(t *testing.T) {
 func TestRegistrationSeenByAnotherServer(t *testing.T) {
 	f := newFixture(t)
 	shop := newUCPShop(t, f)
-	connect := func(ctx context.Context, sp MerchantSpec) (cart.Merchant, error) {
-		return ucp.New(ctx, ucp.Options{ProfileURL: sp.ProfileURL, MerchantID: sp.ID, HTTPClient: shop.srv.Client(), Now: f.now,
-			ReadyWithoutErrors: sp.ReadyWithoutErrors, Logger: slog.New(slog.DiscardHandler)})
-	}
-	open := func() *Service {
-		s, err := New(Options{Store: f.st, Log: f.log, Now: f.now, SealKey: bytes.Repeat([]byte{9}, 32), Connect: connect,
-			URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := registryOver(t, f, shop, nil)
 	a, b := open(), open()
 	call := pay.OperatorCall{Operator: "op", Rationale: "a merchant for both servers"}
 	sp := MerchantSpec{ID: "shared", Protocol: "ucp", ProfileURL: shop.srv.URL + "/.well-known/ucp"}
@@ -217,5 +194,26 @@ func TestRegistrationSeenByAnotherServer(t *testing.T) {
 	}
 	if _, err := open().Merchant("never-registered"); !errors.Is(err, ErrMerchantNotFound) {
 		t.Fatalf("an unknown merchant: %v", err)
+	}
+}
+
+// registryOver returns a constructor of services over f's store that
+// register UCP merchants of shop, noting each spec connected in specs
+// (when not nil).
+func registryOver(t *testing.T, f *fixture, shop *ucpShop, specs *[]MerchantSpec) func() *Service {
+	connect := func(ctx context.Context, sp MerchantSpec) (cart.Merchant, error) {
+		if specs != nil {
+			*specs = append(*specs, sp)
+		}
+		return ucp.New(ctx, ucp.Options{ProfileURL: sp.ProfileURL, MerchantID: sp.ID, HTTPClient: shop.srv.Client(), Now: f.now,
+			ReadyWithoutErrors: sp.ReadyWithoutErrors, Logger: slog.New(slog.DiscardHandler)})
+	}
+	return func() *Service {
+		s, err := New(Options{Store: f.st, Log: f.log, Now: f.now, SealKey: bytes.Repeat([]byte{9}, 32), Connect: connect,
+			URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
 }
