@@ -32,7 +32,7 @@ import (
 
 const loadtestSynopsis = `loadtest pay|flood|baseline [flags]
 
-  pay       --url URL --sandbox DIR [--n 20000] [--concurrency 64] [--rate R]
+  pay       --url URL[,URL...] --sandbox DIR [--n 20000] [--concurrency 64] [--rate R]
             [--timeline FILE]
             Pre-signs N payment instructions with the sandbox agent's key and
             mandate (1 minor unit each, unique idempotency keys), then sends
@@ -139,8 +139,8 @@ func (c *sandboxClient) presign(n int) ([][]byte, error) {
 }
 
 func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("loadtest pay", "loadtest pay --url URL --sandbox DIR [--n N] [--concurrency C] [--rate R]", stderr)
-	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`")
+	fs := newFlagSet("loadtest pay", "loadtest pay --url URL[,URL...] --sandbox DIR [--n N] [--concurrency C] [--rate R]", stderr)
+	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`s, comma-separated: several servers of one deployment share the load in turn")
 	sandbox := fs.String("sandbox", "countersign-data/sandbox", "sandbox `directory` (agent key, mandate, credential)")
 	n := fs.Int("n", 20000, "payments to send")
 	conc := fs.Int("concurrency", 64, "concurrent connections")
@@ -159,9 +159,13 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}
 	client := &http.Client{Transport: tr, Timeout: time.Minute}
-	url := strings.TrimRight(*base, "/") + "/pay"
-	if err := warmConnections(ctx, client, strings.TrimRight(*base, "/")+"/healthz", *conc); err != nil {
-		return err
+	var urls []string
+	for _, b := range strings.Split(*base, ",") {
+		b = strings.TrimRight(strings.TrimSpace(b), "/")
+		urls = append(urls, b+"/pay")
+		if err := warmConnections(ctx, client, b+"/healthz", *conc); err != nil {
+			return err
+		}
 	}
 
 	lat := make([]time.Duration, *n)
@@ -186,7 +190,7 @@ func cmdLoadPay(ctx context.Context, args []string, stdout, stderr io.Writer) er
 						time.Sleep(d)
 					}
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(bodies[i]))
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, urls[i%len(urls)], bytes.NewReader(bodies[i]))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", c.bearer)
 				resp, err := client.Do(req)
