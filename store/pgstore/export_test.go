@@ -4,32 +4,27 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/countersign/countersign/store"
-	"github.com/jackc/pgx/v5"
 )
 
 // TerminateBackendForTest ends the backend of txn's connection from inside
 // the transaction, the way a failover drops a connection.
 func TerminateBackendForTest(st store.Txn) error {
-	t := st.(*txn)
-	_, err := t.tx.Exec(t.ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
-	if err != nil {
-		return t.fail(err)
-	}
-	return nil
+	_, err := st.(*txn).g.query("SELECT convert_to(pg_terminate_backend(pg_backend_pid())::text, 'UTF8')")
+	return err
 }
 
 // LoseCommitAnswersForTest makes every COMMIT's answer lost after the
 // commit was made or not (commit decides), and every marker read fail
 // when readable is false.
 func LoseCommitAnswersForTest(s *Store, commit bool, readable bool) {
-	s.commitHook = func(ctx context.Context, tx pgx.Tx) error {
+	s.commitHook = func(ctx context.Context, send func() error) error {
 		if commit {
-			if err := tx.Commit(ctx); err != nil {
+			if err := send(); err != nil {
 				return err
 			}
-		} else {
-			_ = tx.Rollback(ctx)
 		}
 		return errors.New("connection reset while reading COMMIT's answer")
 	}
@@ -39,3 +34,18 @@ func LoseCommitAnswersForTest(s *Store, commit bool, readable bool) {
 		}
 	}
 }
+
+// RefuseCommitsForTest makes the next n commits fail as PostgreSQL
+// refuses a transaction that conflicts (40001), without sending them.
+func RefuseCommitsForTest(s *Store, n int) {
+	s.commitHook = func(ctx context.Context, send func() error) error {
+		if n > 0 {
+			n--
+			return &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access (injected)"}
+		}
+		return send()
+	}
+}
+
+// OnQueuedForTest sets a function run after every Update is queued.
+func OnQueuedForTest(s *Store, fn func()) { s.queuedHook = fn }

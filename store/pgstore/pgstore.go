@@ -12,25 +12,106 @@
 // schema: versioned, idempotent migrations, safe when several processes
 // open the same database at once.
 //
-// # Transactions
+// # Group commit
 //
-// View is a read-only REPEATABLE READ transaction: one snapshot. Update is
-// a SERIALIZABLE transaction whose function runs again when PostgreSQL
-// refuses it for a conflict (SQLSTATE 40001, 40P01) or a connection drops
-// before COMMIT was sent; the store contract already says the function may
-// run more than once. A commit whose answer is lost (the connection drops
-// during COMMIT) is not guessed at: every Update also writes a random
-// marker into commits, and the store reads it back on a new connection —
-// present, the commit happened and Update returns nil; absent, it did not,
-// and the function runs again. Markers are swept after an hour. When even
-// that read fails, the store does as the store contract asks of a durable
-// driver that cannot tell: every later transaction fails with
-// store.ErrFailed until the process restarts. A database that is
-// unreachable or restarting otherwise gives store.ErrUnavailable: nothing
-// written, try again; the store recovers when the database returns.
+// Every Update of a process goes through one committer goroutine, which
+// commits concurrent Updates together in one SERIALIZABLE transaction, as
+// package pebblestore shares one fsync among them. The committer takes the
+// queued Updates in arrival order and runs their functions one after
+// another. A function's writes go to a private overlay and are folded into
+// the group's buffer, in memory, only if it returns nil: a failing function
+// leaves no trace, and each later function sees the writes of the earlier
+// ones. Nothing is written to the database while the functions run. When
+// the queue is empty, or the group holds [Options.MaxGroup] transactions
+// or has run for 5 ms, the committer runs the group's commit hooks
+// ([store.Committer]) and sends the group's net writes, one upsert of all
+// the keys set and one delete of all the keys deleted, with a commit
+// marker and COMMIT, in one round trip. Transactions are serializable:
+// within the process they run one at a time, each seeing all earlier ones;
+// between processes, PostgreSQL's serializable isolation orders the
+// groups. The functions run on the committer goroutine, so they must not
+// block on other Updates; a function that panics has its transaction
+// dropped and the panic re-raised in its caller.
+//
+// Reads of a group go to the database inside its transaction, which is
+// begun by the first one, in the same round trip. A value the committer
+// has read or committed before is answered from its cache instead, without
+// a round trip, and so is a key it has never seen while nearly every such
+// key has lately turned out absent (the idempotency key of a new request,
+// the id of a new transaction): it is guessed absent. Cached and guessed
+// values are checked at commit: the commit's round trip begins with a
+// statement that compares each with the transaction's snapshot and fails
+// when one differs (a cast of a message that names the cause, SQLSTATE
+// 22P02), which aborts the transaction before anything is written. The
+// committer then reads what the database holds for those keys and runs
+// the group again. So a function may see a stale value (another process
+// wrote the key), but nothing computed from one commits, and no caller is
+// answered from one: a function's error, or a commit hook's, is returned
+// only once the values it read were checked. The net writes insert the
+// keys the group saw absent and upsert the others.
+//
+// A group is run again, all its functions from the start, when PostgreSQL
+// refuses it for a conflict (SQLSTATE 40001, 40P01), when a cached or
+// guessed value was wrong, or when a connection drops before COMMIT was sent;
+// the store contract already says a function may run more than once. An
+// Update whose ctx ends while it is queued is withdrawn, and one whose ctx
+// has ended when its function returns (or before it runs again) is
+// answered ctx.Err() and its writes are dropped. A group gives up after
+// [Options.MaxAttempts] runs.
+//
+// A commit whose answer is lost (the connection drops during COMMIT) is
+// not guessed at: every group that writes also inserts a random marker
+// into commits, and the store reads it back on a new connection —
+// present, the commit happened; absent, it did not, and the group runs
+// again. Markers are swept after an hour. When even that read fails, the
+// store does as the store contract asks of a durable driver that cannot
+// tell: every later transaction fails with store.ErrFailed until the
+// process restarts. A database that is unreachable or restarting
+// otherwise gives store.ErrUnavailable: nothing written, try again; the
+// store recovers when the database returns.
+//
+// [Store.UpdateDeferred] is group committed like Update; a group all of
+// whose transactions are deferred commits with synchronous_commit off for
+// that transaction only, so it does not wait for its WAL flush. PostgreSQL
+// writes one ordered WAL, and a synchronous commit flushes it up to its
+// own commit record, so every later synchronous commit makes the deferred
+// one durable too; the next group with an Update that is not deferred
+// writes a marker, and so commits synchronously, even when its functions
+// wrote nothing. On CockroachDB, which has no such setting, deferred
+// commits are synchronous.
+//
+// # Reads
+//
+// A View that reads one key, or one page of a range, costs one round trip:
+// its first statement runs alone, outside a transaction, and is a snapshot
+// by itself. A View that goes on to a second statement begins a
+// REPEATABLE READ READ ONLY transaction in the same round trip as that
+// statement and runs its first one again inside it; if the answer
+// differs, the function runs again, entirely inside the transaction, so
+// that whatever it returns comes from one snapshot. A View's function may
+// therefore run twice, as it may when its connection drops. Iterators
+// read their range in pages (16, 64, then 256 rows), each continuing after
+// the last key returned: a transaction's statements all read one
+// snapshot, so no cursor is needed, and an Update's iterator merges its
+// pages with the group's buffered writes and its own, in key order, in
+// either direction.
+//
+// # Several processes
+//
+// Several processes may open one database and schema. Each commits its
+// own groups; PostgreSQL's serializable isolation refuses one of two
+// groups that conflict (40001), which then runs again, and the check of
+// cached values sees what the other process committed. The cache never
+// lets a stale value commit, but every group a process runs after another
+// process wrote a key it cached runs twice.
+//
+// # CockroachDB
 //
 // Only plain SQL both PostgreSQL and CockroachDB accept is used (bytea,
-// ON CONFLICT, no advisory locks, no LISTEN): see docs/DESIGN.md.
+// ON CONFLICT, unnest, = ANY, no advisory locks, no LISTEN, no PL/pgSQL):
+// see docs/DESIGN.md. Group commit, the cache and its check, and the
+// Views' single round trip work there unchanged; UpdateDeferred is an
+// Update, since CockroachDB cannot commit without waiting for durability.
 //
 // # Erasure
 //
@@ -50,6 +131,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,12 +147,49 @@ type Options struct {
 	// Schema is the PostgreSQL schema that holds the store's tables,
 	// created if missing. Default "countersign".
 	Schema string
-	// MaxAttempts bounds how often an Update runs its function after
-	// conflicts and dropped connections. Default 64.
+	// MaxAttempts bounds how often a group of Updates runs after
+	// conflicts, stale cached values and dropped connections. Default 64.
 	MaxAttempts int
+	// MaxGroup is the most Updates committed by one PostgreSQL
+	// transaction. Larger groups share a commit among more callers, but
+	// make each wait for more functions to run, and lose more work when a
+	// group must run again. It also sizes the queue of waiting Updates:
+	// callers beyond it block in Update until the committer catches up.
+	// Default DefaultMaxGroup.
+	MaxGroup int
 	// Logger receives retries at Debug and the store's faults at Error.
 	// Default slog.Default().
 	Logger *slog.Logger
+}
+
+// DefaultMaxGroup is the [Options.MaxGroup] used when it is zero.
+const DefaultMaxGroup = 128
+
+// maxGroupTime bounds how long the committer runs the functions of one
+// group before it commits them, so that a steady stream of arrivals
+// cannot hold the first ones back.
+const maxGroupTime = 5 * time.Millisecond
+
+// roundTrip bounds one exchange with the database, so that a database that
+// stops answering fails the transactions waiting on it rather than the
+// committer hanging.
+const roundTrip = 30 * time.Second
+
+// Stats counts the committer's work since Open.
+type Stats struct {
+	// Txns is the number of Updates committed: functions that returned
+	// nil and whose group committed.
+	Txns uint64
+	// Groups is the number of groups committed (one database transaction
+	// each).
+	Groups uint64
+	// Reruns is the number of times a group ran again: conflicts, stale
+	// cached values, dropped connections.
+	Reruns uint64
+	// Stale is the number of those re-runs caused by a value the
+	// committer had cached, or guessed absent, that the database held
+	// otherwise (another process wrote it).
+	Stale uint64
 }
 
 // Store is a [store.Store] on a PostgreSQL database. It is safe for
@@ -79,31 +198,57 @@ type Store struct {
 	pool     *pgxpool.Pool
 	schema   string
 	attempts int
+	maxGroup int
 	log      *slog.Logger
-	closed   atomic.Bool
-	commits  atomic.Int64 // for the marker sweep
-	// failed is set when a commit's outcome could not be learnt: from
-	// then on every View and Update returns it (see failedErr).
-	failed atomic.Pointer[error]
-	// Test hooks (export_test.go): commit replaces tx.Commit, found
-	// replaces reading a marker back. Nil in production.
-	commitHook func(context.Context, pgx.Tx) error
-	foundHook  func(context.Context, []byte) (bool, error)
+	// async is set when synchronous_commit can be switched off for one
+	// transaction (PostgreSQL; not CockroachDB).
+	async bool
+	q     queries
 
-	qGet, qSet, qDel, qMark, qFound, qSweep string
-	qRange                                  [2][2][2]string // [reverse][lower][upper]
+	// reqs carries queued Updates to the committer, in arrival order.
+	reqs chan *request
+	// stop tells the committer to exit; closed by Close once no Update is
+	// in flight, so the queue is empty by then.
+	stop          chan struct{}
+	committerDone chan struct{}
+
+	// mu guards closed against the inflight.Add in enter, so that Close's
+	// inflight.Wait never races with a new caller.
+	mu       sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+
+	// failed is set when a commit's outcome could not be learnt: from
+	// then on every View and Update returns it.
+	failed atomic.Pointer[error]
+
+	txns, groups, reruns, stale atomic.Uint64
+
+	// Only the committer goroutine touches these.
+	cache readCache
+	// asyncUnflushed is set after a group committed with
+	// synchronous_commit off, and cleared by the next synchronous commit.
+	asyncUnflushed bool
+
+	// Test hooks (export_test.go), nil in production: commitHook wraps
+	// the round trip that sends a group's commit, found replaces reading
+	// a marker back, queued runs after an Update is queued.
+	commitHook func(ctx context.Context, send func() error) error
+	foundHook  func(context.Context, []byte) (bool, error)
+	queuedHook func()
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Deferrer = (*Store)(nil)
+)
 
 var validSchema = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// batch is how many rows an iterator fetches from its cursor at a time.
-const batch = 256
-
 // Open connects to the database named by connString (a postgres:// URL or
 // key=value string, as pgxpool.ParseConfig reads it), creates or migrates
-// the schema, and returns the store. Close releases the pool.
+// the schema, starts the committer and returns the store. Close releases
+// both.
 func Open(ctx context.Context, connString string, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -115,56 +260,137 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 64
 	}
+	if o.MaxGroup == 0 {
+		o.MaxGroup = DefaultMaxGroup
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if !validSchema.MatchString(o.Schema) {
 		return nil, fmt.Errorf("pgstore: schema %q: want 1 to 63 lower-case letters, digits and _", o.Schema)
 	}
+	if o.MaxGroup < 0 {
+		return nil, fmt.Errorf("pgstore: MaxGroup %d is negative", o.MaxGroup)
+	}
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	cfg.AfterConnect = noSeqScans
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	s := &Store{pool: pool, schema: o.Schema, attempts: o.MaxAttempts, log: o.Logger}
-	s.prepareQueries()
+	s := &Store{
+		pool:          pool,
+		schema:        o.Schema,
+		attempts:      o.MaxAttempts,
+		maxGroup:      o.MaxGroup,
+		log:           o.Logger,
+		q:             newQueries(o.Schema),
+		reqs:          make(chan *request, o.MaxGroup),
+		stop:          make(chan struct{}),
+		committerDone: make(chan struct{}),
+		cache:         newReadCache(),
+	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
+	var version string
+	if err := pool.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	s.async = !strings.Contains(version, "CockroachDB")
+	go s.committer()
 	return s, nil
 }
 
-func (s *Store) prepareQueries() {
-	t := s.schema + ".kv"
-	s.qGet = "SELECT v FROM " + t + " WHERE k = $1"
-	s.qSet = "INSERT INTO " + t + " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v"
-	s.qDel = "DELETE FROM " + t + " WHERE k = $1"
-	s.qMark = "INSERT INTO " + s.schema + ".commits (id, at) VALUES ($1, $2)"
-	s.qFound = "SELECT count(*) FROM " + s.schema + ".commits WHERE id = $1"
-	s.qSweep = "DELETE FROM " + s.schema + ".commits WHERE at < $1"
+// noSeqScans turns sequential scans off for a new connection to
+// PostgreSQL. Every statement of the store reads keys or a range of keys
+// through the primary key, and a connection keeps the plan of each (pgx
+// prepares them): a plan made while the table was new, before PostgreSQL
+// analyzed it, could otherwise scan the whole table for every lookup
+// once it has grown (seen: 5 scans of 10,000 rows a payment). A statement
+// with no index to use (sweeping old commit markers) still runs.
+// CockroachDB has no such setting, and plans differently.
+func noSeqScans(ctx context.Context, c *pgx.Conn) error {
+	if c.PgConn().ParameterStatus("crdb_version") != "" {
+		return nil
+	}
+	_, err := c.Exec(ctx, "SET enable_seqscan = off")
+	return err
+}
+
+// queries are the store's statements, built once for its schema.
+type queries struct {
+	get, insert, upsert, del, mark, found, sweep string
+	// refresh returns the keys among $1 whose value is not the one in $2
+	// (NULL for absent), with their value (NULL for absent); guard fails
+	// when there is one (see the package documentation).
+	refresh, guard string
+	// page reads one page of a range: [reverse][lower][upper], where
+	// lower is none, k >= $, or k > $, and upper none or k < $. The
+	// parameters are the bounds present, then the limit.
+	page [2][3][2]string
+}
+
+// staleMessage is the text whose cast to int fails in the guard
+// (SQLSTATE 22P02), and so appears in the database's log.
+const staleMessage = "pgstore: a value this process cached has changed; its group of transactions runs again"
+
+const (
+	beginSerializable = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+	beginSnapshot     = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+	// asyncCommit switches off the wait for the WAL flush of the
+	// transaction it runs in, and of no other: see UpdateDeferred.
+	asyncCommit = "SET LOCAL synchronous_commit = off"
+)
+
+func newQueries(schema string) queries {
+	t := schema + ".kv"
+	// Each key is looked up on its own (a correlated subquery, kept
+	// apart by OFFSET 0): a join could be planned as a hash join over
+	// the whole table, and a connection keeps a statement's plan.
+	mismatch := " FROM (SELECT c.k, c.v, (SELECT kv.v FROM " + t + " AS kv WHERE kv.k = c.k) AS cur" +
+		" FROM unnest($1::bytea[], $2::bytea[]) AS c(k, v) OFFSET 0) AS x WHERE cur IS DISTINCT FROM v"
+	q := queries{
+		get:     "SELECT v FROM " + t + " WHERE k = $1",
+		insert:  "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
+		upsert:  "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+		del:     "DELETE FROM " + t + " WHERE k = ANY($1::bytea[])",
+		mark:    "INSERT INTO " + schema + ".commits (id, at) VALUES ($1, $2)",
+		found:   "SELECT count(*) FROM " + schema + ".commits WHERE id = $1",
+		sweep:   "DELETE FROM " + schema + ".commits WHERE at < $1",
+		refresh: "SELECT k, cur" + mismatch,
+		// The cast of the message fails, and aborts the transaction,
+		// only when a value differs (the CASE is not a constant, so it is
+		// evaluated at run time); the database's log then says why.
+		guard: "SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '" + staleMessage + "' END)::int" + mismatch,
+	}
 	for rev := range 2 {
-		for lo := range 2 {
+		for lo := range 3 {
 			for hi := range 2 {
-				s.qRange[rev][lo][hi] = rangeQuery(t, rev == 1, lo == 1, hi == 1)
+				q.page[rev][lo][hi] = pageQuery(t, rev == 1, lo, hi == 1)
 			}
 		}
 	}
+	return q
 }
 
-// rangeQuery is the query an iterator's cursor runs: only the bounds it
-// has, as plain comparisons on the primary key, so that the planner walks
-// the index. The parameters are lower and upper, each present only when
-// used.
-func rangeQuery(table string, reverse, lower, upper bool) string {
+// pageQuery is the query that reads one page of a range: only the bounds
+// it has, as plain comparisons on the primary key, so that the planner
+// walks the index.
+func pageQuery(table string, reverse bool, lower int, upper bool) string {
 	var where []string
 	n := 0
 	param := func() string { n++; return fmt.Sprintf("$%d", n) }
-	if lower {
+	switch lower {
+	case 1:
 		where = append(where, "k >= "+param())
+	case 2:
+		where = append(where, "k > "+param())
 	}
 	if upper {
 		where = append(where, "k < "+param())
@@ -173,10 +399,11 @@ func rangeQuery(table string, reverse, lower, upper bool) string {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
+	order := " ORDER BY k ASC"
 	if reverse {
-		return q + " ORDER BY k DESC"
+		order = " ORDER BY k DESC"
 	}
-	return q + " ORDER BY k ASC"
+	return q + order + " LIMIT " + param()
 }
 
 // migrations are applied in order; each is idempotent, and the version
@@ -234,187 +461,54 @@ func (s *Store) migrateOnce(ctx context.Context) error {
 	})
 }
 
-// Close releases the pool. A second Close returns store.ErrClosed.
+// Close stops accepting transactions, waits for the Views and Updates in
+// flight (queued Updates are committed), stops the committer and releases
+// the pool. A second Close returns store.ErrClosed.
 func (s *Store) Close() error {
-	if !s.closed.CompareAndSwap(false, true) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return store.ErrClosed
 	}
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	close(s.stop)
+	<-s.committerDone
 	s.pool.Close()
 	return nil
 }
 
-// usable says why no transaction may start: the store is closed or
-// failed, or ctx is done.
-func (s *Store) usable(ctx context.Context) error {
-	if s.closed.Load() {
+// Stats returns counts of the committer's work since Open.
+func (s *Store) Stats() Stats {
+	return Stats{Txns: s.txns.Load(), Groups: s.groups.Load(), Reruns: s.reruns.Load(), Stale: s.stale.Load()}
+}
+
+// enter registers a View or Update in flight, or says why none may start:
+// the store is closed or failed, or ctx is done. On nil the caller must
+// call s.inflight.Done.
+func (s *Store) enter(ctx context.Context) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
 		return store.ErrClosed
 	}
-	if err := s.failed.Load(); err != nil {
-		return *err
-	}
-	return ctx.Err()
-}
-
-// View runs fn in a read-only REPEATABLE READ transaction.
-func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
-	if err := s.usable(ctx); err != nil {
+	if err := s.failure(); err != nil {
 		return err
-	}
-	for attempt := 1; ; attempt++ {
-		tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		if err != nil {
-			if ctx.Err() == nil && retryable(err) && attempt < s.attempts {
-				continue
-			}
-			return s.fault(ctx, "view", err)
-		}
-		t := &txn{s: s, ctx: ctx, tx: tx}
-		ferr := fn(t)
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		if t.broken != nil && ctx.Err() == nil && retryable(t.broken) && attempt < s.attempts {
-			continue
-		}
-		if ferr != nil {
-			return ferr
-		}
-		if t.broken != nil {
-			return s.fault(ctx, "view", t.broken)
-		}
-		return nil
-	}
-}
-
-// Update runs fn in a SERIALIZABLE transaction and commits its writes if
-// fn returns nil, running fn again after a conflict or a dropped
-// connection (see the package documentation).
-func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
-	if err := s.usable(ctx); err != nil {
-		return err
-	}
-	var last error
-	for attempt := 1; attempt <= s.attempts; attempt++ {
-		if attempt > 1 {
-			s.log.DebugContext(ctx, "pgstore: running a transaction again", slog.Int("attempt", attempt), slog.Any("error", last))
-			if err := pause(ctx, attempt); err != nil {
-				return err
-			}
-		}
-		done, err := s.updateOnce(ctx, fn)
-		if done {
-			return err
-		}
-		last = err
-	}
-	return fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, last)
-}
-
-// updateOnce runs one attempt. done is false when the attempt should be
-// made again (err says why).
-func (s *Store) updateOnce(ctx context.Context, fn func(store.Txn) error) (done bool, err error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
-	if err != nil {
-		if ctx.Err() != nil {
-			return true, ctx.Err()
-		}
-		if retryable(err) {
-			return false, err
-		}
-		return true, s.fault(ctx, "begin", err)
-	}
-	rollback := func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }
-	t := &txn{s: s, ctx: ctx, tx: tx}
-	ferr := fn(t)
-	if t.broken != nil {
-		rollback()
-		if ctx.Err() != nil {
-			return true, ctx.Err()
-		}
-		if retryable(t.broken) {
-			return false, t.broken
-		}
-		if ferr != nil {
-			return true, ferr
-		}
-		return true, s.fault(ctx, "update", t.broken)
-	}
-	if ferr != nil {
-		rollback()
-		return true, ferr
 	}
 	if err := ctx.Err(); err != nil {
-		rollback()
-		return true, err
+		return err
 	}
-	mark := make([]byte, 16)
-	_, _ = rand.Read(mark)
-	if _, err := tx.Exec(ctx, s.qMark, mark, time.Now().UTC()); err != nil {
-		rollback()
-		if ctx.Err() != nil {
-			return true, ctx.Err()
-		}
-		if retryable(err) {
-			return false, err
-		}
-		return true, s.fault(ctx, "commit marker", err)
-	}
-	commit := func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }
-	if s.commitHook != nil {
-		commit = s.commitHook
-	}
-	cerr := commit(context.WithoutCancel(ctx), tx)
-	if cerr == nil {
-		s.sweep(ctx)
-		return true, nil
-	}
-	if isCode(cerr, "40001", "40P01") {
-		return false, cerr // refused at commit: nothing was written
-	}
-	// The answer to COMMIT was lost: read the marker to learn whether it
-	// happened, rather than run fn again over a commit that landed.
-	committed, rerr := s.markerFound(ctx, mark)
-	if rerr != nil {
-		// Neither answer could be had. The store contract's rule for a
-		// durable driver that cannot tell whether a commit landed: fail
-		// every later transaction rather than guess (store.ErrFailed),
-		// until the process is restarted and the record is read afresh.
-		err := fmt.Errorf("pgstore: the outcome of a commit is unknown (%v) and could not be read back (%v): %w", cerr, rerr, store.ErrFailed)
-		s.failed.Store(&err)
-		return true, err
-	}
-	if committed {
-		return true, nil
-	}
-	return false, cerr
+	s.inflight.Add(1)
+	return nil
 }
 
-// markerFound reads back a commit marker on a new connection, trying a
-// few times while the database comes back.
-func (s *Store) markerFound(ctx context.Context, mark []byte) (bool, error) {
-	if s.foundHook != nil {
-		return s.foundHook(ctx, mark)
+// failure returns the error of a failed store, or nil.
+func (s *Store) failure() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
 	}
-	var last error
-	for attempt := 1; attempt <= 20; attempt++ {
-		var n int
-		err := s.pool.QueryRow(context.WithoutCancel(ctx), s.qFound, mark).Scan(&n)
-		if err == nil {
-			return n > 0, nil
-		}
-		last = err
-		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
-	}
-	return false, last
-}
-
-// sweep deletes commit markers older than an hour, once every 1,000
-// commits of this process.
-func (s *Store) sweep(ctx context.Context) {
-	if s.commits.Add(1)%1000 != 0 {
-		return
-	}
-	if _, err := s.pool.Exec(context.WithoutCancel(ctx), s.qSweep, time.Now().Add(-time.Hour).UTC()); err != nil {
-		s.log.ErrorContext(ctx, "pgstore: sweeping commit markers", slog.Any("error", err))
-	}
+	return nil
 }
 
 // fault wraps an error of the database that is not the caller's. The
@@ -423,9 +517,6 @@ func (s *Store) sweep(ctx context.Context) {
 // the HTTP edge answers 503 unavailable, retry-as-is; the store goes on
 // working when the database does.
 func (s *Store) fault(ctx context.Context, what string, err error) error {
-	if s.closed.Load() {
-		return store.ErrClosed
-	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -433,24 +524,15 @@ func (s *Store) fault(ctx context.Context, what string, err error) error {
 }
 
 // pause waits before another attempt: a short, growing, jittered delay.
-func pause(ctx context.Context, attempt int) error {
+func pause(attempt int) {
 	d := time.Duration(min(attempt*attempt, 100)) * time.Millisecond
 	var b [1]byte
 	_, _ = rand.Read(b[:])
-	d = d/2 + time.Duration(int64(b[0])*int64(d)/512)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	time.Sleep(d/2 + time.Duration(int64(b[0])*int64(d)/512))
 }
 
 // retryable reports a refusal a new attempt can overcome: a serialization
-// failure, a deadlock, or a connection that failed before the statement
-// ran.
+// failure, a deadlock, or a connection that failed.
 func retryable(err error) bool {
 	if isCode(err, "40001", "40P01") {
 		return true
@@ -482,187 +564,32 @@ func isCode(err error, codes ...string) bool {
 	return false
 }
 
-// txn is a Reader and Txn over one pgx transaction. broken is the first
-// database error it met: the transaction is then aborted, and the attempt
-// ends whatever fn returns.
-type txn struct {
-	s       *Store
-	ctx     context.Context
-	tx      pgx.Tx
-	broken  error
-	cursors int // cursors declared, for their names
-}
-
-func (t *txn) fail(err error) error {
-	if t.broken == nil {
-		t.broken = err
-	}
-	return fmt.Errorf("pgstore: %w", err)
-}
-
-func (t *txn) Get(key []byte) ([]byte, error) {
-	if t.broken != nil {
-		return nil, fmt.Errorf("pgstore: transaction aborted: %w", t.broken)
-	}
-	var v []byte
-	err := t.tx.QueryRow(t.ctx, t.s.qGet, key).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.ErrNotFound
-	}
+// queryRows reads the rows of a query: (k, v) for a query of two columns,
+// (nil, v) for one of one column. The values are the caller's.
+func queryRows(rows pgx.Rows, err error) ([]row, error) {
 	if err != nil {
-		return nil, t.fail(err)
+		return nil, err
 	}
-	if v == nil {
-		v = []byte{}
-	}
-	return v, nil
-}
-
-func (t *txn) Set(key, value []byte) error {
-	if t.broken != nil {
-		return fmt.Errorf("pgstore: transaction aborted: %w", t.broken)
-	}
-	if value == nil {
-		value = []byte{} // an empty value is a value, never NULL
-	}
-	if _, err := t.tx.Exec(t.ctx, t.s.qSet, key, value); err != nil {
-		return t.fail(err)
-	}
-	return nil
-}
-
-func (t *txn) Delete(key []byte) error {
-	if t.broken != nil {
-		return fmt.Errorf("pgstore: transaction aborted: %w", t.broken)
-	}
-	if _, err := t.tx.Exec(t.ctx, t.s.qDel, key); err != nil {
-		return t.fail(err)
-	}
-	return nil
-}
-
-func (t *txn) Iterate(lower, upper []byte, reverse bool) store.Iterator {
-	return &iter{t: t, lower: lower, upper: upper, reverse: reverse}
-}
-
-// iter reads its range through a cursor, declared on the first Next and
-// fetched in batches: a cursor sees the transaction's state as of its
-// declaration (writes the transaction makes while iterating do not show),
-// and other statements may run between fetches, which an open query would
-// not allow.
-type iter struct {
-	t             *txn
-	lower, upper  []byte
-	reverse       bool
-	name          string // the cursor, once declared
-	keys, vals    [][]byte
-	i             int
-	done, started bool
-	closed        bool
-	err           error
-	curK, curV    []byte
-}
-
-func (it *iter) declare() {
-	idx := func(b bool) int {
-		if b {
-			return 1
-		}
-		return 0
-	}
-	var args []any
-	if it.lower != nil {
-		args = append(args, it.lower)
-	}
-	if it.upper != nil {
-		args = append(args, it.upper)
-	}
-	it.t.cursors++
-	it.name = fmt.Sprintf("cs_iter_%d", it.t.cursors)
-	q := "DECLARE " + it.name + " NO SCROLL CURSOR FOR " + it.t.s.qRange[idx(it.reverse)][idx(it.lower != nil)][idx(it.upper != nil)]
-	if _, err := it.t.tx.Exec(it.t.ctx, q, args...); err != nil {
-		it.err = it.t.fail(err)
-	}
-}
-
-func (it *iter) fetch() {
-	if it.t.broken != nil {
-		it.err = fmt.Errorf("pgstore: transaction aborted: %w", it.t.broken)
-		return
-	}
-	rows, err := it.t.tx.Query(it.t.ctx, fmt.Sprintf("FETCH %d FROM %s", batch, it.name))
-	if err != nil {
-		it.err = it.t.fail(err)
-		return
-	}
-	it.keys, it.vals, it.i = it.keys[:0], it.vals[:0], 0
+	defer rows.Close()
+	var out []row
+	two := len(rows.FieldDescriptions()) == 2
 	for rows.Next() {
-		var k, v []byte
-		if err := rows.Scan(&k, &v); err != nil {
-			rows.Close()
-			it.err = it.t.fail(err)
-			return
+		var r row
+		if two {
+			err = rows.Scan(&r.k, &r.v)
+		} else {
+			err = rows.Scan(&r.v)
 		}
-		if v == nil {
-			v = []byte{}
+		if err != nil {
+			return nil, err
 		}
-		it.keys, it.vals = append(it.keys, k), append(it.vals, v)
+		if r.v == nil {
+			r.v = []byte{} // an empty value is a value, never NULL
+		}
+		out = append(out, r)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		it.err = it.t.fail(err)
-		return
-	}
-	if len(it.keys) < batch {
-		it.done = true
-	}
+	return out, rows.Err()
 }
 
-func (it *iter) Next() bool {
-	if it.err != nil || it.closed {
-		return false
-	}
-	if !it.started {
-		it.started = true
-		if it.t.broken != nil {
-			it.err = fmt.Errorf("pgstore: transaction aborted: %w", it.t.broken)
-			return false
-		}
-		it.declare()
-		if it.err != nil {
-			return false
-		}
-	}
-	if it.i >= len(it.keys) && !it.done {
-		it.fetch()
-		if it.err != nil {
-			return false
-		}
-	}
-	if it.i >= len(it.keys) {
-		it.curK, it.curV = nil, nil
-		return false
-	}
-	it.curK, it.curV = it.keys[it.i], it.vals[it.i]
-	it.i++
-	return true
-}
-
-func (it *iter) Key() []byte   { return it.curK }
-func (it *iter) Value() []byte { return it.curV }
-func (it *iter) Err() error    { return it.err }
-
-// Close closes the cursor (the transaction's end would too).
-func (it *iter) Close() error {
-	if it.closed {
-		return it.err
-	}
-	it.closed = true
-	it.keys, it.vals, it.curK, it.curV = nil, nil, nil, nil
-	if it.name != "" && it.err == nil && it.t.broken == nil {
-		if _, err := it.t.tx.Exec(it.t.ctx, "CLOSE "+it.name); err != nil {
-			it.err = it.t.fail(err)
-		}
-	}
-	return it.err
-}
+// row is one row a query returned.
+type row struct{ k, v []byte }

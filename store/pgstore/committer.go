@@ -1,0 +1,847 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/internal/commithook"
+	"github.com/countersign/countersign/store/internal/ordered"
+)
+
+// A request moves from queued to taken (by the committer) or withdrawn (by
+// its caller, whose ctx ended while it was queued). Whoever wins the
+// compare-and-swap decides: a withdrawn request is skipped, a taken one is
+// always answered.
+const (
+	stateQueued int32 = iota
+	stateTaken
+	stateWithdrawn
+)
+
+// request is one queued Update.
+type request struct {
+	ctx      context.Context
+	fn       func(store.Txn) error
+	deferred bool
+	state    atomic.Int32
+
+	// Set by the committer before it closes done.
+	err      error
+	panicked bool
+	panicVal any
+	done     chan struct{}
+
+	// The outcome of the function in the group's current attempt, kept
+	// until the group's reads are checked (committer only).
+	ferr      error
+	fpanicked bool
+	fpanicVal any
+	ok        bool // it returned nil and its writes are in the group
+}
+
+func (r *request) answer(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// UpdateDeferred implements [store.Deferrer]: the transaction is group
+// committed like any other, and a group whose transactions are all
+// deferred commits with synchronous_commit off, returning before its WAL
+// is flushed. PostgreSQL writes one ordered WAL, and a synchronous commit
+// waits until the WAL is flushed up to its own commit record ("Asynchronous
+// Commit", https://www.postgresql.org/docs/15/wal-async-commit.html: the
+// risk window ends when the WAL writer, or any later synchronous commit,
+// flushes it; the database state after a crash is as though the lost
+// transactions had been aborted cleanly, with WAL replayed in order). So
+// every commit made later, here or in another process, that is durable
+// makes this one durable too, and the next group here with an Update that
+// is not deferred commits synchronously with a marker even when it wrote
+// nothing: the barrier the store contract asks for. On CockroachDB it is
+// Update.
+func (s *Store) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
+	return s.update(ctx, fn, true)
+}
+
+// Update runs fn in a serializable transaction, group committed with
+// concurrent ones; see the package documentation.
+func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
+	return s.update(ctx, fn, false)
+}
+
+func (s *Store) update(ctx context.Context, fn func(store.Txn) error, deferred bool) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	req := &request{ctx: ctx, fn: fn, deferred: deferred, done: make(chan struct{})}
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if h := s.queuedHook; h != nil {
+		h()
+	}
+	select {
+	case <-req.done:
+	case <-ctx.Done():
+		// Still queued: withdraw and leave at once. Otherwise the
+		// committer has taken the transaction and its outcome is on the
+		// way.
+		if req.state.CompareAndSwap(stateQueued, stateWithdrawn) {
+			return ctx.Err()
+		}
+		<-req.done
+	}
+	if req.panicked {
+		panic(req.panicVal)
+	}
+	return req.err
+}
+
+// committer is the single goroutine that runs and commits Updates; see
+// the package documentation.
+func (s *Store) committer() {
+	defer close(s.committerDone)
+	for {
+		select {
+		case r := <-s.reqs:
+			s.runGroup(r)
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// runGroup runs first and the Updates queued behind it as one group, and
+// commits them.
+func (s *Store) runGroup(first *request) {
+	g := &group{s: s, reads: map[string]readEntry{}, attempt: 1}
+	start := time.Now()
+	g.take(first)
+	for g.broken == nil && g.taken < s.maxGroup && time.Since(start) < maxGroupTime {
+		select {
+		case r := <-s.reqs:
+			g.take(r)
+			continue
+		default:
+		}
+		break
+	}
+	g.settle()
+}
+
+// group is the Updates committed by one database transaction, and the
+// state of its current attempt.
+type group struct {
+	s       *Store
+	reqs    []*request // taken and not yet answered, in arrival order
+	taken   int
+	attempt int
+
+	// The current attempt.
+	conn   *pgxpool.Conn
+	begun  bool  // BEGIN was sent
+	broken error // the first database error: the attempt is over
+	buf    ordered.Map
+	hooks  commithook.List
+	// reads is every key the attempt read below the group's buffer, with
+	// what it read; a value from the cache is checked at commit.
+	reads map[string]readEntry
+}
+
+// readEntry is a value read by an attempt: v (present false for
+// absent), and whether it was read from the database in the attempt's
+// own transaction (checked), from the committer's cache, or guessed.
+type readEntry struct {
+	v       []byte
+	present bool
+	checked bool
+	guessed bool // absent for want of a cached value (readCache.guessAbsent)
+}
+
+// take claims r for the group and runs its function, unless its caller
+// withdrew it or its ctx has ended (then it is answered with ctx.Err()).
+func (g *group) take(r *request) {
+	if !r.state.CompareAndSwap(stateQueued, stateTaken) {
+		return // withdrawn: the caller has already returned
+	}
+	g.taken++
+	if err := g.s.failure(); err != nil {
+		r.answer(err) // nothing more is written once the store has failed
+		return
+	}
+	if err := r.ctx.Err(); err != nil {
+		r.answer(err)
+		return
+	}
+	g.reqs = append(g.reqs, r)
+	g.run(r)
+}
+
+// run runs r's function in the current attempt and, if it returns nil
+// and r's ctx is still live, folds its writes into the group.
+func (g *group) run(r *request) {
+	r.ferr, r.fpanicked, r.fpanicVal, r.ok = nil, false, nil, false
+	t := &txn{g: g}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				r.fpanicked, r.fpanicVal = true, p
+			}
+		}()
+		r.ferr = r.fn(t)
+	}()
+	t.done = true
+	if r.fpanicked || r.ferr != nil || g.broken != nil {
+		return
+	}
+	// The commit has not begun: a ctx that ended while fn ran still
+	// aborts.
+	if err := r.ctx.Err(); err != nil {
+		r.ferr = err
+		return
+	}
+	g.fold(t)
+	g.hooks.Merge(&t.hooks)
+	r.ok = true
+}
+
+// fold moves t's pending writes into the group's buffer.
+func (g *group) fold(t *txn) {
+	t.pending.Ascend(func(e ordered.Entry) { g.buf.Put(e) })
+}
+
+// outcome is what an attempt's commit came to.
+type outcome int
+
+const (
+	committed outcome = iota // answer every request
+	again                    // run the group again at once (a stale cached value)
+	conflict                 // run it again after a pause (conflict, dropped connection)
+	faulted                  // answer every request with the error
+)
+
+// settle commits the group, running it again as often as needed and
+// allowed, and answers every request.
+func (g *group) settle() {
+	s := g.s
+	for {
+		out, err := g.commit()
+		switch out {
+		case committed:
+			g.answer(err)
+			return
+		case faulted:
+			g.answerAll(err)
+			return
+		}
+		if g.attempt >= s.attempts {
+			g.answerAll(fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, err))
+			return
+		}
+		s.reruns.Add(1)
+		g.attempt++
+		s.log.LogAttrs(context.Background(), slog.LevelDebug, "pgstore: running a group again",
+			slog.Int("attempt", g.attempt), slog.Int("txns", len(g.reqs)), slog.Any("error", err))
+		if out == conflict {
+			pause(g.attempt)
+		}
+		g.rerun()
+	}
+}
+
+// rerun starts a new attempt and runs every function again, leaving out
+// the requests whose ctx has ended.
+func (g *group) rerun() {
+	g.endTxn()
+	g.broken = nil
+	g.buf.Reset()
+	g.hooks.Reset()
+	g.reads = map[string]readEntry{}
+	reqs := g.reqs[:0]
+	for _, r := range g.reqs {
+		if err := g.s.failure(); err != nil {
+			r.answer(err)
+			continue
+		}
+		if err := r.ctx.Err(); err != nil {
+			r.answer(err)
+			continue
+		}
+		reqs = append(reqs, r)
+	}
+	clear(g.reqs[len(reqs):])
+	g.reqs = reqs
+	for _, r := range g.reqs {
+		if g.broken != nil {
+			return // the commit runs the group again
+		}
+		g.run(r)
+	}
+}
+
+// answer tells every request its outcome once the group committed (err
+// nil) or its commit hooks failed (err): a function's own error or panic,
+// else err.
+func (g *group) answer(err error) {
+	for _, r := range g.reqs {
+		switch {
+		case r.fpanicked:
+			r.panicked, r.panicVal = true, r.fpanicVal
+			r.answer(nil)
+		case r.ferr != nil:
+			r.answer(r.ferr)
+		default:
+			r.answer(err)
+		}
+	}
+	g.reqs = nil
+}
+
+// answerAll tells every request err: nothing of the group was written.
+func (g *group) answerAll(err error) {
+	g.endTxn()
+	for _, r := range g.reqs {
+		r.answer(err)
+	}
+	g.reqs = nil
+}
+
+// commit ends the current attempt: it runs the commit hooks, then sends
+// the checks of cached values, the group's writes, its marker and COMMIT
+// in one round trip. It returns committed with nil, or with the commit
+// hooks' error (nothing was written, and the reads were checked).
+func (g *group) commit() (outcome, error) {
+	s := g.s
+	if g.broken != nil {
+		return g.brokenOutcome()
+	}
+	members, waiting := false, false
+	for _, r := range g.reqs {
+		members = members || r.ok
+		waiting = waiting || !r.deferred
+	}
+	var hookErr error
+	if members && g.hooks.Len() > 0 {
+		hookErr = g.runHooks()
+		if g.broken != nil {
+			return g.brokenOutcome()
+		}
+	}
+	writes := members && hookErr == nil && g.buf.Len() > 0
+	var checkK, checkV [][]byte
+	for k, e := range g.reads {
+		if e.checked {
+			continue
+		}
+		checkK = append(checkK, []byte(k))
+		if e.present {
+			checkV = append(checkV, e.v)
+		} else {
+			checkV = append(checkV, nil) // NULL: absent
+		}
+	}
+	// A group with an Update that is not deferred, after a commit whose
+	// WAL may not be flushed, commits with a marker: a commit that writes
+	// waits for the flush of the WAL up to its own record.
+	mark := writes || (s.asyncUnflushed && waiting)
+	async := s.async && writes && !waiting
+
+	if !g.begun && len(checkK) == 0 && !mark {
+		// Nothing was read from the database and nothing is to be
+		// written.
+		return g.done(writes, mark, async, hookErr)
+	}
+	b := &pgx.Batch{}
+	if !g.begun {
+		b.Queue(beginSerializable)
+	}
+	if len(checkK) > 0 {
+		b.Queue(s.q.guard, pgtype.FlatArray[[]byte](checkK), pgtype.FlatArray[[]byte](checkV))
+	}
+	if writes {
+		g.queueWrites(b)
+	}
+	var marker []byte
+	if mark {
+		marker = make([]byte, 16)
+		_, _ = rand.Read(marker)
+		b.Queue(s.q.mark, marker, time.Now().UTC())
+	}
+	if async {
+		b.Queue(asyncCommit)
+	}
+	var tag pgconn.CommandTag
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+
+	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+	defer cancel()
+	if g.conn == nil {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return g.brokenOutcomeOf(err)
+		}
+		g.conn = conn
+	}
+	send := func() error { return g.conn.SendBatch(ctx, b).Close() }
+	var err error
+	if s.commitHook != nil {
+		err = s.commitHook(ctx, send)
+	} else {
+		err = send()
+	}
+	g.begun = true
+	if err == nil && tag.String() != "COMMIT" {
+		// The transaction was aborted and COMMIT rolled it back; every
+		// statement answered, so this cannot happen unless the server
+		// broke its protocol. Nothing was written.
+		err = fmt.Errorf("COMMIT answered %q", tag.String())
+		g.endTxn()
+		return conflict, err
+	}
+	if err == nil {
+		g.release()
+		g.learn(nil)
+		return g.done(writes, mark, async, hookErr)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Severity != "FATAL" && pe.Severity != "PANIC" && !g.conn.Conn().IsClosed() {
+		// A statement failed and the server skipped the rest of the
+		// batch, COMMIT included: nothing was written.
+		g.endTxn()
+		switch {
+		case pe.Code == "22P02" && len(checkK) > 0:
+			// The guard (nothing else in the batch casts text): a
+			// cached or guessed value was wrong. Learn what the database
+			// holds and run again.
+			g.refresh(checkK, checkV)
+			s.stale.Add(1)
+			return again, err
+		case retryable(err) || pe.Code == "23505":
+			// A unique violation: another process inserted a key this
+			// one read as absent, after the snapshot (PostgreSQL reports
+			// most such cases as 40001).
+			g.forgetChecked(checkK)
+			return conflict, err
+		}
+		return faulted, s.fault(context.Background(), "commit", err)
+	}
+	if pgconn.SafeToRetry(err) {
+		g.endTxn()
+		return conflict, err // nothing reached the server
+	}
+	// The connection failed while the batch was out: COMMIT may have run.
+	g.endTxn()
+	if marker == nil {
+		return conflict, err // nothing was to be written
+	}
+	found, rerr := s.markerFound(marker)
+	if rerr != nil {
+		// Neither answer could be had. The store contract's rule for a
+		// durable driver that cannot tell whether a commit landed: fail
+		// every later transaction rather than guess (store.ErrFailed),
+		// until the process is restarted and the record is read afresh.
+		ferr := fmt.Errorf("pgstore: the outcome of a commit is unknown (%v) and could not be read back (%v): %w", err, rerr, store.ErrFailed)
+		s.failed.CompareAndSwap(nil, &ferr)
+		s.log.LogAttrs(context.Background(), slog.LevelError, "pgstore: a commit's outcome is unknown; refusing further transactions", slog.Any("error", ferr))
+		return faulted, s.failure()
+	}
+	if found {
+		return g.done(writes, mark, async, hookErr)
+	}
+	return conflict, err
+}
+
+// queueWrites queues the group's net writes: one insert of the keys the
+// group read as absent (checked at commit), one upsert of the others, and
+// one delete.
+func (g *group) queueWrites(b *pgx.Batch) {
+	var insK, insV, setK, setV, delK [][]byte
+	g.buf.Ascend(func(e ordered.Entry) {
+		if e.Tombstone {
+			delK = append(delK, e.Key)
+			return
+		}
+		v := e.Value
+		if v == nil {
+			v = []byte{} // an empty value is a value, never NULL
+		}
+		// A plain insert of a key known absent spares the database the
+		// upsert's speculative insertion: a probe of the index first,
+		// and one more WAL record for each row.
+		if r, ok := g.reads[string(e.Key)]; ok && !r.present {
+			insK, insV = append(insK, e.Key), append(insV, v)
+			return
+		}
+		setK, setV = append(setK, e.Key), append(setV, v)
+	})
+	if len(insK) > 0 {
+		b.Queue(g.s.q.insert, pgtype.FlatArray[[]byte](insK), pgtype.FlatArray[[]byte](insV))
+	}
+	if len(setK) > 0 {
+		b.Queue(g.s.q.upsert, pgtype.FlatArray[[]byte](setK), pgtype.FlatArray[[]byte](setV))
+	}
+	if len(delK) > 0 {
+		b.Queue(g.s.q.del, pgtype.FlatArray[[]byte](delK))
+	}
+}
+
+// refresh learns, after the guard refused an attempt, the values the
+// database holds for the keys the attempt took from the cache or guessed
+// (checkK, with what it took in checkV). If they cannot be read, the
+// cache forgets them, and the next attempt reads them itself.
+func (g *group) refresh(checkK, checkV [][]byte) {
+	s := g.s
+	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+	defer cancel()
+	var rows []row
+	pr, err := s.pool.Query(ctx, s.q.refresh, pgtype.FlatArray[[]byte](checkK), pgtype.FlatArray[[]byte](checkV))
+	if err == nil {
+		// Not queryRows: a NULL value is an absent key here.
+		var r row
+		_, err = pgx.ForEachRow(pr, []any{&r.k, &r.v}, func() error {
+			rows = append(rows, r)
+			return nil
+		})
+	}
+	if err != nil {
+		g.forgetChecked(checkK)
+		return
+	}
+	for _, r := range rows {
+		s.cache.put(r.k, r.v, r.v != nil)
+	}
+	g.learn(rows)
+}
+
+// learn records, for the guesses, whether each guessed key turned out
+// present: those among stale, the keys the check found not as the
+// attempt took them.
+func (g *group) learn(stale []row) {
+	present := map[string]bool{}
+	for _, r := range stale {
+		present[string(r.k)] = r.v != nil
+	}
+	for k, e := range g.reads {
+		if e.guessed {
+			g.s.cache.missed(present[k])
+		}
+	}
+}
+
+// done records a committed attempt and returns its outcome.
+func (g *group) done(writes, mark, async bool, hookErr error) (outcome, error) {
+	s := g.s
+	if hookErr == nil {
+		n := 0
+		for _, r := range g.reqs {
+			if r.ok {
+				n++
+			}
+		}
+		s.txns.Add(uint64(n))
+	}
+	if writes {
+		g.buf.Ascend(func(e ordered.Entry) { s.cache.put(e.Key, e.Value, !e.Tombstone) })
+		if s.groups.Add(1)%1000 == 0 {
+			s.sweep()
+		}
+	}
+	switch {
+	case async:
+		s.asyncUnflushed = true
+	case mark:
+		s.asyncUnflushed = false
+	}
+	g.endTxn()
+	return committed, hookErr
+}
+
+// brokenOutcome ends an attempt that met a database error while its
+// functions or hooks ran.
+func (g *group) brokenOutcome() (outcome, error) {
+	return g.brokenOutcomeOf(g.broken)
+}
+
+func (g *group) brokenOutcomeOf(err error) (outcome, error) {
+	g.endTxn()
+	if retryable(err) {
+		return conflict, err
+	}
+	return faulted, g.s.fault(context.Background(), "update", err)
+}
+
+// forgetChecked drops from the cache the values an attempt refused for a
+// conflict had from it: another process probably changed one of them.
+func (g *group) forgetChecked(keys [][]byte) {
+	for _, k := range keys {
+		g.s.cache.drop(k)
+	}
+}
+
+// runHooks runs the group's commit hooks in one more transaction over the
+// group's buffer and folds its writes in. A panic in a hook fails the group
+// like an error.
+func (g *group) runHooks() (err error) {
+	t := &txn{g: g, noHooks: true}
+	defer func() {
+		t.done = true
+		if p := recover(); p != nil {
+			err = fmt.Errorf("pgstore: commit hook panicked: %v", p)
+		}
+	}()
+	if err := g.hooks.Run(t); err != nil {
+		return err
+	}
+	if g.broken == nil {
+		g.fold(t)
+	}
+	return nil
+}
+
+// endTxn rolls back the attempt's transaction if it is open and releases
+// its connection.
+func (g *group) endTxn() {
+	if g.conn == nil {
+		g.begun = false
+		return
+	}
+	pc := g.conn.Conn().PgConn()
+	if !pc.IsClosed() && pc.TxStatus() != 'I' {
+		ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+		_, _ = g.conn.Exec(ctx, "ROLLBACK")
+		cancel()
+	}
+	g.release()
+}
+
+// release returns the attempt's connection to the pool, which discards
+// it if it is broken or still inside a transaction.
+func (g *group) release() {
+	if g.conn != nil {
+		g.conn.Release()
+		g.conn = nil
+	}
+	g.begun = false
+}
+
+// acquire gives the attempt a connection.
+func (g *group) acquire(ctx context.Context) error {
+	if g.conn != nil {
+		return nil
+	}
+	conn, err := g.s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	g.conn = conn
+	return nil
+}
+
+// query runs one statement in the attempt's transaction, beginning it in
+// the same round trip if it has not begun, and returns its rows.
+func (g *group) query(sql string, args ...any) ([]row, error) {
+	if g.broken != nil {
+		return nil, fmt.Errorf("pgstore: transaction aborted: %w", g.broken)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+	defer cancel()
+	if err := g.acquire(ctx); err != nil {
+		return nil, g.fail(err)
+	}
+	var rows []row
+	var err error
+	if g.begun {
+		rows, err = queryRows(g.conn.Query(ctx, sql, args...))
+	} else {
+		b := &pgx.Batch{}
+		b.Queue(beginSerializable)
+		b.Queue(sql, args...).Query(func(r pgx.Rows) error {
+			rows, err = queryRows(r, nil)
+			return err
+		})
+		g.begun = true
+		err = g.conn.SendBatch(ctx, b).Close()
+	}
+	if err != nil {
+		return nil, g.fail(err)
+	}
+	return rows, nil
+}
+
+// get reads key below the group's buffer: what the attempt read before,
+// else the cache, else the database.
+func (g *group) get(key []byte) ([]byte, bool, error) {
+	if g.broken != nil {
+		return nil, false, fmt.Errorf("pgstore: transaction aborted: %w", g.broken)
+	}
+	if e, ok := g.reads[string(key)]; ok {
+		return e.v, e.present, nil
+	}
+	if c, ok := g.s.cache.get(key); ok {
+		g.reads[string(key)] = readEntry{v: c.v, present: c.present}
+		return c.v, c.present, nil
+	}
+	if g.s.cache.guessAbsent() {
+		g.reads[string(key)] = readEntry{guessed: true}
+		return nil, false, nil
+	}
+	rows, err := g.query(g.s.q.get, key)
+	if err != nil {
+		return nil, false, err
+	}
+	var e readEntry
+	e.checked = true
+	if len(rows) > 0 {
+		e.v, e.present = rows[0].v, true
+	}
+	g.reads[string(key)] = e
+	g.s.cache.put(key, e.v, e.present)
+	g.s.cache.missed(e.present)
+	return e.v, e.present, nil
+}
+
+// fail records err as the attempt's database error and returns it
+// wrapped for the function.
+func (g *group) fail(err error) error {
+	if g.broken == nil {
+		g.broken = err
+	}
+	return fmt.Errorf("pgstore: %w", err)
+}
+
+// markerFound reads back a commit marker on a new connection, trying a
+// few times while the database comes back.
+func (s *Store) markerFound(mark []byte) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+	defer cancel()
+	if s.foundHook != nil {
+		return s.foundHook(ctx, mark)
+	}
+	var last error
+	for attempt := 1; attempt <= 20; attempt++ {
+		var n int
+		err := s.pool.QueryRow(ctx, s.q.found, mark).Scan(&n)
+		if err == nil {
+			return n > 0, nil
+		}
+		last = err
+		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+	}
+	return false, last
+}
+
+// sweep deletes commit markers older than an hour.
+func (s *Store) sweep() {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+	defer cancel()
+	if _, err := s.pool.Exec(ctx, s.q.sweep, time.Now().Add(-time.Hour).UTC()); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "pgstore: sweeping commit markers", slog.Any("error", err))
+	}
+}
+
+// readCache is the committer's cache of values it read or committed:
+// what the database held the last time this process looked. Every value
+// taken from it is checked at commit (see the package documentation), so
+// it may be stale. Only the committer goroutine touches it.
+//
+// It keeps two generations: when the current one is full it becomes the
+// old one, and a key found only in the old one moves back to the current
+// one. So the keys read in every group (the record's head) stay, and the
+// keys written once and never read again (last week's payments) go.
+type readCache struct {
+	cur, old map[string]cached
+	bytes    int // of cur's keys and values
+
+	// missPresent is the share, as a moving average, of the keys read
+	// from the database for want of a cached value that existed (see
+	// guessAbsent).
+	missPresent float64
+}
+
+type cached struct {
+	v       []byte // never modified: the cache and the readers share it
+	present bool
+}
+
+// A generation is full when it holds this much.
+const (
+	cacheGenBytes   = 16 << 20
+	cacheGenEntries = 1 << 15
+)
+
+func (c *readCache) get(key []byte) (cached, bool) {
+	if e, ok := c.cur[string(key)]; ok {
+		return e, true
+	}
+	e, ok := c.old[string(key)]
+	if ok {
+		c.put(key, e.v, e.present)
+	}
+	return e, ok
+}
+
+func (c *readCache) put(key, v []byte, present bool) {
+	if c.cur == nil || c.bytes > cacheGenBytes || len(c.cur) >= cacheGenEntries {
+		c.old, c.cur, c.bytes = c.cur, map[string]cached{}, 0
+	}
+	if old, ok := c.cur[string(key)]; ok {
+		c.bytes -= len(key) + len(old.v)
+	}
+	if !present {
+		v = nil
+	}
+	c.cur[string(key)] = cached{v: v, present: present}
+	c.bytes += len(key) + len(v)
+}
+
+func (c *readCache) drop(key []byte) {
+	if old, ok := c.cur[string(key)]; ok {
+		c.bytes -= len(key) + len(old.v)
+		delete(c.cur, string(key))
+	}
+	delete(c.old, string(key))
+}
+
+// guessAbsent reports whether a key the cache does not hold should be
+// taken to be absent rather than read: a guess, checked at commit like a
+// cached value. Most keys a group reads that this process has not seen
+// are new (an idempotency key, a new transaction's id), and each read
+// would cost the committer a round trip; a wrong guess costs the group
+// another run. So the committer guesses only while nearly every such key
+// has turned out absent lately: not after a start or a restart, when the
+// keys it has not seen are mostly old ones.
+func (c *readCache) guessAbsent() bool { return c.missPresent < missPresentMax }
+
+// missed records whether a key the cache did not hold turned out present.
+func (c *readCache) missed(present bool) {
+	x := 0.0
+	if present {
+		x = 1
+	}
+	c.missPresent += (x - c.missPresent) / missWindow
+}
+
+const (
+	// missPresentMax is the share of present keys among the misses
+	// below which the committer guesses.
+	missPresentMax = 0.05
+	// missWindow is the span, in misses, of the moving average.
+	missWindow = 64
+)
+
+// newReadCache returns a cache that does not guess until it has seen
+// misses come out absent.
+func newReadCache() readCache { return readCache{missPresent: 1} }
