@@ -130,7 +130,7 @@ func (s *Store) runGroup(first *request) {
 	g := &group{s: s, reads: map[string]readEntry{}, attempt: 1}
 	start := time.Now()
 	g.take(first)
-	for g.broken == nil && g.taken < s.maxGroup && time.Since(start) < maxGroupTime {
+	for g.broken == nil && g.taken < s.maxGroup && time.Since(start) < s.groupTime {
 		select {
 		case r := <-s.reqs:
 			g.take(r)

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -47,5 +48,13 @@ func RefuseCommitsForTest(s *Store, n int) {
 	}
 }
 
-// OnQueuedForTest sets a function run after every Update is queued.
-func OnQueuedForTest(s *Store, fn func()) { s.queuedHook = fn }
+// OnQueuedForTest sets a function run after every Update is queued, and
+// lets a group gather for as long as the queue is not empty: tests queue
+// Updates behind one that blocks, and they all commit together.
+func OnQueuedForTest(s *Store, fn func()) {
+	s.queuedHook = fn
+	s.groupTime = time.Hour
+}
+
+// SchemaForTest names the store's schema.
+func SchemaForTest(s *Store) string { return s.schema }

@@ -199,7 +199,10 @@ type Store struct {
 	schema   string
 	attempts int
 	maxGroup int
-	log      *slog.Logger
+	// groupTime bounds how long the committer runs the functions of one
+	// group (maxGroupTime; tests lengthen it).
+	groupTime time.Duration
+	log       *slog.Logger
 	// async is set when synchronous_commit can be switched off for one
 	// transaction (PostgreSQL; not CockroachDB).
 	async bool
@@ -286,6 +289,7 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 		schema:        o.Schema,
 		attempts:      o.MaxAttempts,
 		maxGroup:      o.MaxGroup,
+		groupTime:     maxGroupTime,
 		log:           o.Logger,
 		q:             newQueries(o.Schema),
 		reqs:          make(chan *request, o.MaxGroup),

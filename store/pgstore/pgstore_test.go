@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,5 +230,138 @@ func TestLostCommitAnswer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTwoStoresOneSchema: two Stores on one schema, as two processes
+// would open it, each with several writers appending to one hash chain
+// and incrementing one counter while readers check the chain's head.
+// Groups of the two conflict and run again; no update is lost, and the
+// chain has no gap and no fork.
+func TestTwoStoresOneSchema(t *testing.T) {
+	schema := schemaFor(t, t.Name())
+	stores := []*pgstore.Store{open(t, schema), open(t, schema)}
+	defer func() {
+		for _, st := range stores {
+			st.Close()
+		}
+	}()
+	ctx := context.Background()
+	const writers, each = 6, 20
+	link := func(prev []byte, n int) []byte {
+		sum := sha256.Sum256(append(append([]byte{}, prev...), strconv.Itoa(n)...))
+		return []byte(hex.EncodeToString(sum[:]))
+	}
+	entryKey := func(n int) []byte { return []byte(fmt.Sprintf("chain/%08d", n)) }
+	// head is "n hash"; entry n is "hash prev".
+	readHead := func(r store.Reader) (int, []byte, error) {
+		v, err := r.Get([]byte("head"))
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, []byte("genesis"), nil
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		n, h, _ := strings.Cut(string(v), " ")
+		i, err := strconv.Atoi(n)
+		return i, []byte(h), err
+	}
+	appendOne := func(txn store.Txn) error {
+		n, h, err := readHead(txn)
+		if err != nil {
+			return err
+		}
+		next := link(h, n+1)
+		if _, err := txn.Get(entryKey(n + 1)); !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("entry %d exists before it is appended (a fork): %v", n+1, err)
+		}
+		if err := txn.Set(entryKey(n+1), append(append(next, ' '), h...)); err != nil {
+			return err
+		}
+		if err := txn.Set([]byte("head"), []byte(fmt.Sprintf("%d %s", n+1, next))); err != nil {
+			return err
+		}
+		c := 0
+		if v, err := txn.Get([]byte("counter")); err == nil {
+			c, _ = strconv.Atoi(string(v))
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return txn.Set([]byte("counter"), []byte(strconv.Itoa(c+1)))
+	}
+	stop := make(chan struct{})
+	var readers, wg sync.WaitGroup
+	for _, st := range stores {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := st.View(ctx, func(r store.Reader) error {
+					n, h, err := readHead(r)
+					if err != nil || n == 0 {
+						return err
+					}
+					e, err := r.Get(entryKey(n))
+					if err != nil {
+						return fmt.Errorf("head %d, its entry: %w", n, err)
+					}
+					if hash, _, _ := strings.Cut(string(e), " "); hash != string(h) {
+						return fmt.Errorf("head %d says %s, its entry %s", n, h, hash)
+					}
+					return nil
+				}); err != nil {
+					t.Errorf("reader: %v", err)
+					return
+				}
+			}
+		})
+		for range writers {
+			wg.Go(func() {
+				for range each {
+					if err := st.Update(ctx, appendOne); err != nil {
+						t.Errorf("writer: %v", err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	total := 2 * writers * each
+	if v, _ := get(t, stores[1], "counter"); v != strconv.Itoa(total) {
+		t.Errorf("counter = %s, want %d (lost updates)", v, total)
+	}
+	err := stores[0].View(ctx, func(r store.Reader) error {
+		it := r.Iterate([]byte("chain/"), store.PrefixEnd([]byte("chain/")), false)
+		defer it.Close()
+		prev, n := []byte("genesis"), 0
+		for it.Next() {
+			n++
+			if string(it.Key()) != string(entryKey(n)) {
+				return fmt.Errorf("entry %d is at %s: a gap", n, it.Key())
+			}
+			hash, p, _ := strings.Cut(string(it.Value()), " ")
+			if p != string(prev) || hash != string(link(prev, n)) {
+				return fmt.Errorf("entry %d does not follow entry %d: a fork", n, n-1)
+			}
+			prev = []byte(hash)
+		}
+		if n != total {
+			return fmt.Errorf("%d entries, want %d", n, total)
+		}
+		return it.Err()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	s0, s1 := stores[0].Stats(), stores[1].Stats()
+	t.Logf("store 0: %+v; store 1: %+v", s0, s1)
+	if s0.Txns+s1.Txns != uint64(total) {
+		t.Errorf("the stores committed %d + %d transactions, want %d", s0.Txns, s1.Txns, total)
 	}
 }
