@@ -112,6 +112,14 @@ func (s *Store) update(ctx context.Context, fn func(store.Txn) error, deferred b
 
 // committer is the single goroutine that runs and commits Updates; see
 // the package documentation.
+//
+// It waits for each group's commit before it runs the next group's
+// functions. Running them during the commit's round trip instead (a
+// pipeline, as in pebblestore) was measured with the database on the same
+// two cores: the next group then commits as soon as the one before lands,
+// before the callers that one answered come back with their next Update,
+// so groups were a quarter smaller, the database made more commits for
+// the same work, and throughput fell (docs/PERFORMANCE.md).
 func (s *Store) committer() {
 	defer close(s.committerDone)
 	for {
@@ -127,10 +135,9 @@ func (s *Store) committer() {
 // runGroup runs first and the Updates queued behind it as one group, and
 // commits them.
 func (s *Store) runGroup(first *request) {
-	g := &group{s: s, reads: map[string]readEntry{}, attempt: 1}
-	start := time.Now()
+	g := &group{s: s, reads: map[string]readEntry{}, attempt: 1, start: time.Now()}
 	g.take(first)
-	for g.broken == nil && g.taken < s.maxGroup && time.Since(start) < s.groupTime {
+	for !g.full() {
 		select {
 		case r := <-s.reqs:
 			g.take(r)
@@ -149,6 +156,7 @@ type group struct {
 	reqs    []*request // taken and not yet answered, in arrival order
 	taken   int
 	attempt int
+	start   time.Time
 
 	// The current attempt.
 	conn   *pgxpool.Conn
@@ -159,6 +167,37 @@ type group struct {
 	// reads is every key the attempt read below the group's buffer, with
 	// what it read; a value from the cache is checked at commit.
 	reads map[string]readEntry
+
+	// The attempt's commit, as prepare planned it and send (or prepare)
+	// concluded it.
+	plan commitPlan
+	out  outcome
+	err  error
+}
+
+// commitPlan is an attempt's commit round trip, and what it learnt.
+type commitPlan struct {
+	b              *pgx.Batch
+	tag            pgconn.CommandTag
+	checkK, checkV [][]byte // the cached and guessed values to check
+	writes         bool
+	mark           bool
+	async          bool
+	marker         []byte
+	hookErr        error
+	// guessesOK is set once the check passed: every guessed key was
+	// absent.
+	guessesOK bool
+	// stale, when staleOK, is what the database holds of the checked keys
+	// the check refused; forget drops them from the cache instead.
+	stale   []row
+	staleOK bool
+	forget  bool
+}
+
+// full reports that g takes no more Updates.
+func (g *group) full() bool {
+	return g.broken != nil || g.taken >= g.s.maxGroup || time.Since(g.start) >= g.s.groupTime
 }
 
 // readEntry is a value read by an attempt: v (present false for
@@ -236,30 +275,42 @@ const (
 // settle commits the group, running it again as often as needed and
 // allowed, and answers every request.
 func (g *group) settle() {
-	s := g.s
 	for {
-		out, err := g.commit()
-		switch out {
-		case committed:
-			g.answer(err)
-			return
-		case faulted:
-			g.answerAll(err)
+		if g.prepare() {
+			g.send()
+		}
+		if g.finish() {
 			return
 		}
-		if g.attempt >= s.attempts {
-			g.answerAll(fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, err))
-			return
-		}
-		s.reruns.Add(1)
-		g.attempt++
-		s.log.LogAttrs(context.Background(), slog.LevelDebug, "pgstore: running a group again",
-			slog.Int("attempt", g.attempt), slog.Int("txns", len(g.reqs)), slog.Any("error", err))
-		if out == conflict {
-			pause(g.attempt)
-		}
-		g.rerun()
 	}
+}
+
+// finish lands the current attempt and answers the group, or prepares the
+// next attempt and reports false.
+func (g *group) finish() bool {
+	s := g.s
+	out, err := g.land()
+	switch out {
+	case committed:
+		g.answer(err)
+		return true
+	case faulted:
+		g.answerAll(err)
+		return true
+	}
+	if g.attempt >= s.attempts {
+		g.answerAll(fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, err))
+		return true
+	}
+	s.reruns.Add(1)
+	g.attempt++
+	s.log.LogAttrs(context.Background(), slog.LevelDebug, "pgstore: running a group again",
+		slog.Int("attempt", g.attempt), slog.Int("txns", len(g.reqs)), slog.Any("error", err))
+	if out == conflict {
+		pause(g.attempt)
+	}
+	g.rerun()
+	return false
 }
 
 // rerun starts a new attempt and runs every function again, leaving out
@@ -319,102 +370,121 @@ func (g *group) answerAll(err error) {
 	g.reqs = nil
 }
 
-// commit ends the current attempt: it runs the commit hooks, then sends
-// the checks of cached values, the group's writes, its marker and COMMIT
-// in one round trip. It returns committed with nil, or with the commit
-// hooks' error (nothing was written, and the reads were checked).
-func (g *group) commit() (outcome, error) {
+// prepare ends the current attempt's functions: it runs the commit hooks
+// and plans the round trip that checks the cached and guessed values and
+// sends the group's writes, its marker and COMMIT. It reports whether
+// there is a round trip to make (send makes it); if not, the attempt's
+// outcome is set already.
+func (g *group) prepare() bool {
 	s := g.s
+	g.plan, g.out, g.err = commitPlan{}, committed, nil
 	if g.broken != nil {
-		return g.brokenOutcome()
+		g.out, g.err = g.brokenOutcome()
+		return false
 	}
+	if err := s.failure(); err != nil {
+		g.out, g.err = faulted, err // the commit before failed the store
+		return false
+	}
+	p := &g.plan
 	members, waiting := false, false
 	for _, r := range g.reqs {
 		members = members || r.ok
 		waiting = waiting || !r.deferred
 	}
-	var hookErr error
 	if members && g.hooks.Len() > 0 {
-		hookErr = g.runHooks()
+		p.hookErr = g.runHooks()
 		if g.broken != nil {
-			return g.brokenOutcome()
+			g.out, g.err = g.brokenOutcome()
+			return false
 		}
 	}
-	writes := members && hookErr == nil && g.buf.Len() > 0
-	var checkK, checkV [][]byte
+	p.writes = members && p.hookErr == nil && g.buf.Len() > 0
 	for k, e := range g.reads {
 		if e.checked {
 			continue
 		}
-		checkK = append(checkK, []byte(k))
+		p.checkK = append(p.checkK, []byte(k))
 		if e.present {
-			checkV = append(checkV, e.v)
+			p.checkV = append(p.checkV, e.v)
 		} else {
-			checkV = append(checkV, nil) // NULL: absent
+			p.checkV = append(p.checkV, nil) // NULL: absent
 		}
 	}
 	// A group with an Update that is not deferred, after a commit whose
 	// WAL may not be flushed, commits with a marker: a commit that writes
 	// waits for the flush of the WAL up to its own record.
-	mark := writes || (s.asyncUnflushed && waiting)
-	async := s.async && writes && !waiting
-
-	if !g.begun && len(checkK) == 0 && !mark {
+	p.mark = p.writes || (s.asyncUnflushed && waiting)
+	p.async = s.async && p.writes && !waiting
+	if !g.begun && len(p.checkK) == 0 && !p.mark {
 		// Nothing was read from the database and nothing is to be
 		// written.
-		return g.done(writes, mark, async, hookErr)
+		g.err = p.hookErr
+		return false
 	}
 	b := &pgx.Batch{}
 	if !g.begun {
 		b.Queue(beginSerializable)
 	}
-	if len(checkK) > 0 {
-		b.Queue(s.q.guard, pgtype.FlatArray[[]byte](checkK), pgtype.FlatArray[[]byte](checkV))
+	if len(p.checkK) > 0 {
+		b.Queue(s.q.guard, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV))
 	}
-	if writes {
+	if p.writes {
 		g.queueWrites(b)
 	}
-	var marker []byte
-	if mark {
-		marker = make([]byte, 16)
-		_, _ = rand.Read(marker)
-		b.Queue(s.q.mark, marker, time.Now().UTC())
+	if p.mark {
+		p.marker = make([]byte, 16)
+		_, _ = rand.Read(p.marker)
+		b.Queue(s.q.mark, p.marker, time.Now().UTC())
 	}
-	if async {
+	if p.async {
 		b.Queue(asyncCommit)
 	}
-	var tag pgconn.CommandTag
-	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { p.tag = ct; return nil })
+	p.b = b
 	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
 	defer cancel()
-	if g.conn == nil {
-		conn, err := s.pool.Acquire(ctx)
-		if err != nil {
-			return g.brokenOutcomeOf(err)
-		}
-		g.conn = conn
+	if err := g.acquire(ctx); err != nil {
+		g.out, g.err = g.brokenOutcomeOf(err)
+		return false
 	}
-	send := func() error { return g.conn.SendBatch(ctx, b).Close() }
+	return true
+}
+
+// send makes the round trip prepare planned and sets the attempt's
+// outcome.
+func (g *group) send() {
+	s, p := g.s, &g.plan
+	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+	defer cancel()
+	trip := func() error { return g.conn.SendBatch(ctx, p.b).Close() }
 	var err error
 	if s.commitHook != nil {
-		err = s.commitHook(ctx, send)
+		err = s.commitHook(ctx, trip)
 	} else {
-		err = send()
+		err = trip()
 	}
 	g.begun = true
-	if err == nil && tag.String() != "COMMIT" {
+	g.out, g.err = g.conclude(err)
+	if g.out == committed {
+		p.guessesOK = true
+		g.err = p.hookErr
+	}
+}
+
+// conclude reads the outcome of the commit round trip from its error.
+func (g *group) conclude(err error) (outcome, error) {
+	s, p := g.s, &g.plan
+	if err == nil && p.tag.String() != "COMMIT" {
 		// The transaction was aborted and COMMIT rolled it back; every
 		// statement answered, so this cannot happen unless the server
 		// broke its protocol. Nothing was written.
-		err = fmt.Errorf("COMMIT answered %q", tag.String())
 		g.endTxn()
-		return conflict, err
+		return conflict, fmt.Errorf("COMMIT answered %q", p.tag.String())
 	}
 	if err == nil {
 		g.release()
-		g.learn(nil)
-		return g.done(writes, mark, async, hookErr)
+		return committed, nil
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Severity != "FATAL" && pe.Severity != "PANIC" && !g.conn.Conn().IsClosed() {
@@ -422,32 +492,31 @@ func (g *group) commit() (outcome, error) {
 		// batch, COMMIT included: nothing was written.
 		g.endTxn()
 		switch {
-		case pe.Code == "22P02" && len(checkK) > 0:
+		case pe.Code == "22P02" && len(p.checkK) > 0:
 			// The guard (nothing else in the batch casts text): a
 			// cached or guessed value was wrong. Learn what the database
 			// holds and run again.
-			g.refresh(checkK, checkV)
+			g.refresh()
 			s.stale.Add(1)
 			return again, err
 		case retryable(err) || pe.Code == "23505":
 			// A unique violation: another process inserted a key this
 			// one read as absent, after the snapshot (PostgreSQL reports
 			// most such cases as 40001).
-			g.forgetChecked(checkK)
+			p.forget = true
 			return conflict, err
 		}
 		return faulted, s.fault(context.Background(), "commit", err)
 	}
+	g.endTxn()
 	if pgconn.SafeToRetry(err) {
-		g.endTxn()
 		return conflict, err // nothing reached the server
 	}
 	// The connection failed while the batch was out: COMMIT may have run.
-	g.endTxn()
-	if marker == nil {
+	if p.marker == nil {
 		return conflict, err // nothing was to be written
 	}
-	found, rerr := s.markerFound(marker)
+	found, rerr := s.markerFound(p.marker)
 	if rerr != nil {
 		// Neither answer could be had. The store contract's rule for a
 		// durable driver that cannot tell whether a commit landed: fail
@@ -459,9 +528,54 @@ func (g *group) commit() (outcome, error) {
 		return faulted, s.failure()
 	}
 	if found {
-		return g.done(writes, mark, async, hookErr)
+		return committed, nil
 	}
 	return conflict, err
+}
+
+// land records the current attempt's outcome in the committer's state
+// (the cache, the guesses' record, the counts) and returns it.
+func (g *group) land() (outcome, error) {
+	s, p := g.s, &g.plan
+	switch {
+	case g.out == committed:
+		if p.guessesOK {
+			g.learn(nil)
+		}
+		if p.hookErr == nil {
+			n := 0
+			for _, r := range g.reqs {
+				if r.ok {
+					n++
+				}
+			}
+			s.txns.Add(uint64(n))
+		}
+		if p.writes {
+			g.buf.Ascend(func(e ordered.Entry) { s.cache.put(e.Key, e.Value, !e.Tombstone) })
+			if s.groups.Add(1)%1000 == 0 {
+				s.sweep()
+			}
+		}
+		switch {
+		case p.async:
+			s.asyncUnflushed = true
+		case p.mark:
+			s.asyncUnflushed = false
+		}
+	case p.staleOK:
+		for _, r := range p.stale {
+			s.cache.put(r.k, r.v, r.v != nil)
+		}
+		g.learn(p.stale)
+	case p.forget || g.out == again:
+		// Another process probably changed one of the values checked.
+		for _, k := range p.checkK {
+			s.cache.drop(k)
+		}
+	}
+	g.endTxn()
+	return g.out, g.err
 }
 
 // queueWrites queues the group's net writes: one insert of the keys the
@@ -498,32 +612,24 @@ func (g *group) queueWrites(b *pgx.Batch) {
 	}
 }
 
-// refresh learns, after the guard refused an attempt, the values the
-// database holds for the keys the attempt took from the cache or guessed
-// (checkK, with what it took in checkV). If they cannot be read, the
-// cache forgets them, and the next attempt reads them itself.
-func (g *group) refresh(checkK, checkV [][]byte) {
-	s := g.s
+// refresh reads, after the guard refused an attempt, the values the
+// database holds for the keys the attempt took from the cache or guessed,
+// for land to learn.
+func (g *group) refresh() {
+	s, p := g.s, &g.plan
 	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
 	defer cancel()
-	var rows []row
-	pr, err := s.pool.Query(ctx, s.q.refresh, pgtype.FlatArray[[]byte](checkK), pgtype.FlatArray[[]byte](checkV))
-	if err == nil {
-		// Not queryRows: a NULL value is an absent key here.
-		var r row
-		_, err = pgx.ForEachRow(pr, []any{&r.k, &r.v}, func() error {
-			rows = append(rows, r)
-			return nil
-		})
-	}
+	pr, err := s.pool.Query(ctx, s.q.refresh, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV))
 	if err != nil {
-		g.forgetChecked(checkK)
 		return
 	}
-	for _, r := range rows {
-		s.cache.put(r.k, r.v, r.v != nil)
-	}
-	g.learn(rows)
+	// Not queryRows: a NULL value is an absent key here.
+	var r row
+	_, err = pgx.ForEachRow(pr, []any{&r.k, &r.v}, func() error {
+		p.stale = append(p.stale, r)
+		return nil
+	})
+	p.staleOK = err == nil
 }
 
 // learn records, for the guesses, whether each guessed key turned out
@@ -541,34 +647,6 @@ func (g *group) learn(stale []row) {
 	}
 }
 
-// done records a committed attempt and returns its outcome.
-func (g *group) done(writes, mark, async bool, hookErr error) (outcome, error) {
-	s := g.s
-	if hookErr == nil {
-		n := 0
-		for _, r := range g.reqs {
-			if r.ok {
-				n++
-			}
-		}
-		s.txns.Add(uint64(n))
-	}
-	if writes {
-		g.buf.Ascend(func(e ordered.Entry) { s.cache.put(e.Key, e.Value, !e.Tombstone) })
-		if s.groups.Add(1)%1000 == 0 {
-			s.sweep()
-		}
-	}
-	switch {
-	case async:
-		s.asyncUnflushed = true
-	case mark:
-		s.asyncUnflushed = false
-	}
-	g.endTxn()
-	return committed, hookErr
-}
-
 // brokenOutcome ends an attempt that met a database error while its
 // functions or hooks ran.
 func (g *group) brokenOutcome() (outcome, error) {
@@ -581,14 +659,6 @@ func (g *group) brokenOutcomeOf(err error) (outcome, error) {
 		return conflict, err
 	}
 	return faulted, g.s.fault(context.Background(), "update", err)
-}
-
-// forgetChecked drops from the cache the values an attempt refused for a
-// conflict had from it: another process probably changed one of them.
-func (g *group) forgetChecked(keys [][]byte) {
-	for _, k := range keys {
-		g.s.cache.drop(k)
-	}
 }
 
 // runHooks runs the group's commit hooks in one more transaction over the
@@ -682,7 +752,7 @@ func (g *group) query(sql string, args ...any) ([]row, error) {
 }
 
 // get reads key below the group's buffer: what the attempt read before,
-// else the cache, else the database.
+// else the cache, else a guess or the database.
 func (g *group) get(key []byte) ([]byte, bool, error) {
 	if g.broken != nil {
 		return nil, false, fmt.Errorf("pgstore: transaction aborted: %w", g.broken)
