@@ -57,18 +57,20 @@ func (r *request) answer(err error) {
 
 // UpdateDeferred implements [store.Deferrer]: the transaction is group
 // committed like any other, and a group whose transactions are all
-// deferred commits with synchronous_commit off, returning before its WAL
-// is flushed. PostgreSQL writes one ordered WAL, and a synchronous commit
-// waits until the WAL is flushed up to its own commit record ("Asynchronous
-// Commit", https://www.postgresql.org/docs/15/wal-async-commit.html: the
-// risk window ends when the WAL writer, or any later synchronous commit,
-// flushes it; the database state after a crash is as though the lost
-// transactions had been aborted cleanly, with WAL replayed in order). So
-// every commit made later, here or in another process, that is durable
-// makes this one durable too, and the next group here with an Update that
-// is not deferred commits synchronously with a marker even when it wrote
-// nothing: the barrier the store contract asks for. On CockroachDB it is
-// Update.
+// deferred commits with synchronous_commit off for that transaction only
+// (SET LOCAL), returning before its WAL is flushed. What makes that sound
+// is in PostgreSQL's documentation, "Asynchronous Commit"
+// (https://www.postgresql.org/docs/15/wal-async-commit.html): the mode is
+// chosen per transaction, by the setting when its commit begins; after a
+// crash the database replays its WAL, in commit order, up to the last
+// record flushed, so a transaction's effects are never kept while those
+// of one committed before it are lost; and the WAL writer flushes an
+// asynchronous commit within three times wal_writer_delay. A synchronous
+// commit flushes the WAL up to its own commit record, and so every
+// asynchronous commit before it, of this process or another. So the next
+// group here with an Update that is not deferred commits synchronously
+// with a marker even when its functions wrote nothing: the barrier the
+// store contract asks for. On CockroachDB it is Update.
 func (s *Store) UpdateDeferred(ctx context.Context, fn func(store.Txn) error) error {
 	return s.update(ctx, fn, true)
 }

@@ -10,7 +10,10 @@
 // schema_version, the migrations applied; and commits, the markers that
 // resolve a commit whose answer was lost. [Open] creates and migrates the
 // schema: versioned, idempotent migrations, safe when several processes
-// open the same database at once.
+// open the same database at once. The pool's connections to PostgreSQL
+// run with sequential scans off: every statement reads through the
+// primary key, and a plan pgx's statement cache kept from when the table
+// was new must not scan all of it once it has grown.
 //
 // # Group commit
 //
@@ -24,9 +27,11 @@
 // ones. Nothing is written to the database while the functions run. When
 // the queue is empty, or the group holds [Options.MaxGroup] transactions
 // or has run for 5 ms, the committer runs the group's commit hooks
-// ([store.Committer]) and sends the group's net writes, one upsert of all
-// the keys set and one delete of all the keys deleted, with a commit
-// marker and COMMIT, in one round trip. Transactions are serializable:
+// ([store.Committer]) and sends the group's net writes (one insert of the
+// keys it saw absent, one upsert of the other keys set, one delete of the
+// keys deleted), with a commit marker and COMMIT, in one round trip, and
+// waits for the answer before it runs the next group. Transactions are
+// serializable:
 // within the process they run one at a time, each seeing all earlier ones;
 // between processes, PostgreSQL's serializable isolation orders the
 // groups. The functions run on the committer goroutine, so they must not
@@ -47,8 +52,9 @@
 // the group again. So a function may see a stale value (another process
 // wrote the key), but nothing computed from one commits, and no caller is
 // answered from one: a function's error, or a commit hook's, is returned
-// only once the values it read were checked. The net writes insert the
-// keys the group saw absent and upsert the others.
+// only once the values it read were checked. The cache keeps two
+// generations of up to 16 MiB and 32,768 keys each: a key read in every
+// group stays, one written once and never read again goes.
 //
 // A group is run again, all its functions from the start, when PostgreSQL
 // refuses it for a conflict (SQLSTATE 40001, 40P01), when a cached or
@@ -103,15 +109,23 @@
 // groups that conflict (40001), which then runs again, and the check of
 // cached values sees what the other process committed. The cache never
 // lets a stale value commit, but every group a process runs after another
-// process wrote a key it cached runs twice.
+// process wrote a key it cached runs twice, and PostgreSQL's log then
+// shows the check's error ("invalid input syntax for type integer:
+// "pgstore: a value this process cached has changed; …""), as it shows
+// each 40001.
 //
 // # CockroachDB
 //
 // Only plain SQL both PostgreSQL and CockroachDB accept is used (bytea,
-// ON CONFLICT, unnest, = ANY, no advisory locks, no LISTEN, no PL/pgSQL):
-// see docs/DESIGN.md. Group commit, the cache and its check, and the
-// Views' single round trip work there unchanged; UpdateDeferred is an
-// Update, since CockroachDB cannot commit without waiting for durability.
+// ON CONFLICT, unnest, = ANY, correlated subqueries, a failing cast as
+// the check, no advisory locks, no LISTEN, no PL/pgSQL): see
+// docs/DESIGN.md. Group commit, the cache and its check, and the Views'
+// single round trip need nothing else, and CockroachDB reports its own
+// transaction restarts as 40001, which run the group again; this driver
+// has not been run against CockroachDB. Two things differ there: the
+// connections keep CockroachDB's planner settings (enable_seqscan is a
+// PostgreSQL setting), and UpdateDeferred is an Update, since CockroachDB
+// has no synchronous_commit and always waits for durability.
 //
 // # Erasure
 //
