@@ -128,15 +128,16 @@ func (s *Service) authorizer(rail string) (settle.Authorizer, bool) {
 // startHold moves a just-allowed (or just-approved) hold intent on, inside
 // txn, at step (StepDecided or StepApproved): to settling (phase
 // authorize) when its rail authorizes, so that the caller then asks the
-// rail; straight to authorized otherwise. It reports whether the rail must
-// be asked, or the outcome.
-func (s *Service) startHold(txn store.Txn, in *Intent, step Step, requestID string) (bool, *Result, error) {
+// rail; straight to authorized otherwise. seq is an entry the caller
+// appended in txn. It reports whether the rail must be asked, or the
+// outcome.
+func (s *Service) startHold(txn store.Txn, in *Intent, step Step, seq uint64, requestID string) (bool, *Result, error) {
 	if _, ok := s.authorizer(in.Terms.Rail); ok {
 		if err := in.transition(step, StatusSettling); err != nil {
 			return false, nil, err
 		}
 		in.Hold.Phase, in.Hold.RailAuthorization = HoldPhaseAuthorize, true
-		return true, nil, txn.Set([]byte(keySettling+in.ID), nil)
+		return true, nil, settlingList.Put(txn, seq, in.ID)
 	}
 	r, err := s.markAuthorized(txn, in, step, "", time.Time{}, requestID, false)
 	return false, r, err
@@ -169,7 +170,7 @@ func (s *Service) markAuthorized(txn store.Txn, in *Intent, step Step, reference
 	if err != nil {
 		return nil, err
 	}
-	if err := txn.Delete([]byte(keySettling + in.ID)); err != nil {
+	if err := settlingList.Remove(txn, in.ID); err != nil {
 		return nil, err
 	}
 	if err := txn.Set(holdExpiryKey(h.ExpiresAt, in.ID), nil); err != nil {
@@ -350,14 +351,15 @@ func (s *Service) captureHold(ctx context.Context, c Caller, req CaptureRequest,
 		if err := txn.Delete(holdExpiryKey(h.ExpiresAt, in.ID)); err != nil {
 			return err
 		}
-		if err := txn.Set([]byte(keySettling+in.ID), nil); err != nil {
-			return err
-		}
 		data, err := json.Marshal(map[string]int64{"captureMinor": req.Minor, "releasedMinor": release})
 		if err != nil {
 			return err
 		}
-		if _, err := s.append(txn, audit.Record{Type: "payment.capture_requested", IntentID: in.ID, Actor: agentActor(c), RequestID: requestID, Data: data}); err != nil {
+		e, err := s.append(txn, audit.Record{Type: "payment.capture_requested", IntentID: in.ID, Actor: agentActor(c), RequestID: requestID, Data: data})
+		if err != nil {
+			return err
+		}
+		if err := settlingList.Put(txn, e.Seq, in.ID); err != nil {
 			return err
 		}
 		if err := s.changed(txn, in, StepCapture, requestID); err != nil {

@@ -167,28 +167,29 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 		if err != nil {
 			return err
 		}
-		if _, err := s.append(txn, rec); err != nil {
+		entry, err := s.append(txn, rec)
+		if err != nil {
 			return err
 		}
 		if len(in.Approval.Received) < in.Approval.Required {
 			res = held()
 			return putIntent(txn, in)
 		}
-		if err := txn.Delete([]byte(keyHeld + in.ID)); err != nil {
+		if err := heldList.Remove(txn, in.ID); err != nil {
 			return err
 		}
 		toSettle = in
 		if in.Hold != nil {
 			// A held hold, approved, is placed: authorized, or asked of
 			// the rail.
-			if toAuthorize, res, err = s.startHold(txn, in, StepApproved, call.RequestID); err != nil {
+			if toAuthorize, res, err = s.startHold(txn, in, StepApproved, entry.Seq, call.RequestID); err != nil {
 				return err
 			}
 		} else {
 			if err := in.transition(StepApproved, StatusSettling); err != nil {
 				return err
 			}
-			if err := txn.Set([]byte(keySettling+in.ID), nil); err != nil {
+			if err := settlingList.Put(txn, entry.Seq, in.ID); err != nil {
 				return err
 			}
 		}
@@ -233,7 +234,7 @@ func (s *Service) expire(txn store.Txn, in *Intent, requestID string) error {
 		Actor: audit.Actor{Kind: "system", ID: "approval-sweep"}, Data: data}); err != nil {
 		return err
 	}
-	if err := txn.Delete([]byte(keyHeld + in.ID)); err != nil {
+	if err := heldList.Remove(txn, in.ID); err != nil {
 		return err
 	}
 	if in.Hold != nil {
@@ -313,60 +314,32 @@ type HeldPage struct {
 	NextCursor *string      `json:"nextCursor"`
 }
 
-// Held lists the payments waiting for approval, oldest first. The cursor is
-// the nextCursor of the previous page ("" for the first).
+// Held lists the payments waiting for approval, oldest first: in the
+// order they were held, so that a payment held after a page was read is on
+// a later page, whatever its id. The cursor is the nextCursor of the
+// previous page ("" for the first).
 func (s *Service) Held(ctx context.Context, cursor string, limit int) (HeldPage, error) {
-	if limit == 0 {
-		limit = 20
-	}
-	if limit < 1 || limit > 100 {
-		return HeldPage{}, audit.ErrBadLimit
-	}
-	lower := []byte(keyHeld)
-	if cursor != "" {
-		after, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !ids.Valid(ids.Intent, string(after)) {
-			return HeldPage{}, audit.ErrBadCursor
-		}
-		lower = append([]byte(keyHeld+string(after)), 0)
-	}
 	page := HeldPage{Data: []HeldIntent{}}
 	now := s.now()
-	err := s.st.View(ctx, func(r store.Reader) error {
-		it := r.Iterate(lower, store.PrefixEnd([]byte(keyHeld)), false)
-		defer it.Close()
-		for it.Next() {
-			if len(page.Data) == limit {
-				page.HasMore = true
-				break
-			}
-			in, err := getIntent(r, string(it.Key()[len(keyHeld):]))
-			if err != nil {
-				return err
-			}
-			h := HeldIntent{
-				IntentID: in.ID, AgentKeyID: in.AgentKeyID, Payee: in.Payee, Amount: in.Amount, Purpose: in.Purpose,
-				Rail: in.Terms.Rail, MandateID: in.MandateID, Reasons: []ReasonView{},
-				CreatedAt: in.CreatedAt, AgeSeconds: int64(now.Sub(in.CreatedAt) / time.Second), Approvals: []ApprovalGrant{},
-			}
-			for _, r := range in.Decision.Reasons {
-				h.Reasons = append(h.Reasons, ReasonView{Code: r.Code, Message: r.Message})
-			}
-			if a := in.Approval; a != nil {
-				h.ApprovalsRequired, h.ApprovalsReceived, h.Acknowledge = a.Required, len(a.Received), a.Acknowledge
-				h.ExpiresAt, h.Approvals = a.ExpiresAt, append(h.Approvals, a.Received...)
-			}
-			page.Data = append(page.Data, h)
+	next, err := s.pageList(ctx, heldList, cursor, limit, func(in *Intent) {
+		h := HeldIntent{
+			IntentID: in.ID, AgentKeyID: in.AgentKeyID, Payee: in.Payee, Amount: in.Amount, Purpose: in.Purpose,
+			Rail: in.Terms.Rail, MandateID: in.MandateID, Reasons: []ReasonView{},
+			CreatedAt: in.CreatedAt, AgeSeconds: int64(now.Sub(in.CreatedAt) / time.Second), Approvals: []ApprovalGrant{},
 		}
-		return it.Err()
-	})
+		for _, r := range in.Decision.Reasons {
+			h.Reasons = append(h.Reasons, ReasonView{Code: r.Code, Message: r.Message})
+		}
+		if a := in.Approval; a != nil {
+			h.ApprovalsRequired, h.ApprovalsReceived, h.Acknowledge = a.Required, len(a.Received), a.Acknowledge
+			h.ExpiresAt, h.Approvals = a.ExpiresAt, append(h.Approvals, a.Received...)
+		}
+		page.Data = append(page.Data, h)
+	}, func() { page.Data = page.Data[:0] })
 	if err != nil {
 		return HeldPage{}, err
 	}
-	if page.HasMore {
-		c := base64.RawURLEncoding.EncodeToString([]byte(page.Data[len(page.Data)-1].IntentID))
-		page.NextCursor = &c
-	}
+	page.HasMore, page.NextCursor = next != nil, next
 	return page, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/gate"
+	"github.com/countersign/countersign/internal/seqlist"
 )
 
 // Status is the state of an intent.
@@ -257,8 +258,8 @@ type Intent struct {
 const (
 	keyIntent       = "pay/intent/"        // + intent id → Intent JSON
 	keyIntentEvents = "pay/intent-events/" // + intent id + "/" + seq BE8 → empty
-	keySettling     = "pay/settling/"      // + intent id → empty: intents the reconciler must finish
-	keyHeld         = "pay/held/"          // + intent id → empty: intents waiting for approval
+	keySettling     = "pay/settling/"      // + intent id → seq BE8 (see settlingList): intents the reconciler must finish
+	keyHeld         = "pay/held/"          // + intent id → seq BE8 (see heldList): intents waiting for approval
 	keyRefunding    = "pay/refunding/"     // + intent id → empty: intents with a refund in progress
 	keyIdem         = "pay/idem/"          // + route + "/" + agent key id + "/" + key → idemRecord
 	keyIdemExpiry   = "pay/idem-exp/"      // + expiry BE8 (unix ns) + route/akid/key → empty
@@ -277,6 +278,21 @@ const (
 	keyByKey           = "pay/by-key/"        // + agent key id + "/" + created BE8 + intent id → empty
 	keyByMandate       = "pay/by-mandate/"    // + mandate id + "/" + created BE8 + intent id → empty
 	keyIndexVersion    = "pay/index-version"  // which secondary indexes exist for every intent
+
+	keyHeldOrder     = "pay/held-order/"     // + seq BE8 + intent id → empty: heldList in commit order
+	keySettlingOrder = "pay/settling-order/" // + seq BE8 + intent id → empty: settlingList in commit order
+	keyListLayout    = "pay/list-layout"     // set once keyHeld and keySettling have their order rows
+)
+
+// The lists an operator pages (Held, Settling) follow commit order (see
+// package seqlist): an intent's place is the seq of an entry appended in
+// the transaction that put it into the list. Their member rows are the
+// id-keyed sets they were before (an empty value, from a store written
+// then, is seq 0), so the reconciler and the approval sweep read them as
+// they did.
+var (
+	heldList     = seqlist.Index{Order: keyHeldOrder, Member: keyHeld}
+	settlingList = seqlist.Index{Order: keySettlingOrder, Member: keySettling}
 )
 
 func be8(v uint64) []byte {

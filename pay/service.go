@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/store"
 )
@@ -184,6 +185,8 @@ type Service struct {
 	running map[string]struct{} // intents this process is settling right now
 
 	known sync.Map // mandate ids durably stored under keyMandate; see rememberMandate
+
+	lists seqlist.Migration // of the held and settling lists; see migrateLists
 
 	effects effects // per-route effects; see Extension
 
@@ -630,7 +633,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 					ExpiresAt:     now.Add(s.window),
 					Acknowledge:   d.Has(gate.CodeIrreversibleThreshold) || d.Has(gate.CodeConfirmThreshold),
 				}
-				if err := txn.Set([]byte(keyHeld+id), nil); err != nil {
+				if err := heldList.Put(txn, entry.Seq, id); err != nil {
 					return err
 				}
 				idem.Result = &Result{Outcome: OutcomeHeld, IntentID: id, RequestID: requestID, Held: &Held{
@@ -644,7 +647,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 				if err := putIdem(txn, route, c.KeyID, in.IdempotencyKey, idem); err != nil {
 					return err
 				}
-				if toAuthorize, res, err = s.startHold(txn, intent, StepDecided, requestID); err != nil {
+				if toAuthorize, res, err = s.startHold(txn, intent, StepDecided, entry.Seq, requestID); err != nil {
 					return err
 				}
 				if toAuthorize {
@@ -654,7 +657,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 				if err := intent.transition(StepDecided, StatusSettling); err != nil {
 					return err
 				}
-				if err := txn.Set([]byte(keySettling+id), nil); err != nil {
+				if err := settlingList.Put(txn, entry.Seq, id); err != nil {
 					return err
 				}
 				idem.State, idem.Result = idemInFlight, nil

@@ -59,12 +59,18 @@ type harnessConfig struct {
 	rail    *fake.Options
 	claims  func(*MandateClaims)
 	options func(*Options)
+	// wrap, if set, wraps the store that the record, the rail and the
+	// service share.
+	wrap func(store.Store) store.Store
 }
 
 func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: &clock{t: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}}
 	h.st = memstore.New(&memstore.Options{RetryRate: 0.05})
+	if cfg.wrap != nil {
+		h.st = cfg.wrap(h.st)
+	}
 	_, recKey, _ := ed25519.GenerateKey(rand.Reader)
 	var err error
 	h.log, err = audit.Open(t.Context(), h.st, recKey, &audit.Options{Now: h.clock.Now})

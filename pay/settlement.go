@@ -339,7 +339,7 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
-	if err := txn.Delete([]byte(keySettling + cur.ID)); err != nil {
+	if err := settlingList.Remove(txn, cur.ID); err != nil {
 		return err
 	}
 	r, _ := outcomeOf(cur)
@@ -391,7 +391,7 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
-	if err := txn.Delete([]byte(keySettling + cur.ID)); err != nil {
+	if err := settlingList.Remove(txn, cur.ID); err != nil {
 		return err
 	}
 	r, _ := outcomeOf(cur)
@@ -507,6 +507,9 @@ type ReconcileReport struct {
 // rail still gives no definite answer stay settling and are counted.
 func (s *Service) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err := s.migrateIndexes(ctx); err != nil {
+		return ReconcileReport{}, err
+	}
+	if err := s.migrateLists(ctx); err != nil {
 		return ReconcileReport{}, err
 	}
 	var pending []string

@@ -2,11 +2,12 @@ package pay
 
 import (
 	"context"
-	"encoding/base64"
+	"fmt"
 	"time"
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/store"
 )
 
@@ -28,48 +29,80 @@ type SettlingPage struct {
 }
 
 // Settling lists the payments whose outcome is not known yet, oldest
-// first. The cursor is the previous page's NextCursor ("" to start); limit
-// is 1..100 (0 means 20).
+// first: in the order they started settling, so that a payment that
+// starts after a page was read is on a later page, whatever its id. The
+// cursor is the previous page's NextCursor ("" to start); limit is 1..100
+// (0 means 20).
 func (s *Service) Settling(ctx context.Context, cursor string, limit int) (SettlingPage, error) {
+	page := SettlingPage{Data: []SettlingIntent{}}
+	now := s.now()
+	next, err := s.pageList(ctx, settlingList, cursor, limit, func(in *Intent) {
+		in.Links = s.links(in.ID)
+		page.Data = append(page.Data, SettlingIntent{Intent: *in, AgeSeconds: int64(now.Sub(in.UpdatedAt) / time.Second)})
+	}, func() { page.Data = page.Data[:0] })
+	if err != nil {
+		return SettlingPage{}, err
+	}
+	page.HasMore, page.NextCursor = next != nil, next
+	return page, nil
+}
+
+// pageList reads a page of the intents of list (heldList, settlingList)
+// after cursor, in commit order, calling add for each; reset undoes the
+// adds of an earlier attempt. It returns the next page's cursor, nil on
+// the last page. limit is 1..100 (0 means 20); a bad one is
+// audit.ErrBadLimit, a cursor no page returned audit.ErrBadCursor.
+func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor string, limit int, add func(*Intent), reset func()) (*string, error) {
 	if limit == 0 {
 		limit = 20
 	}
 	if limit < 1 || limit > 100 {
-		return SettlingPage{}, audit.ErrBadLimit
+		return nil, audit.ErrBadLimit
 	}
-	lower := []byte(keySettling)
-	if cursor != "" {
-		after, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !ids.Valid(ids.Intent, string(after)) {
-			return SettlingPage{}, audit.ErrBadCursor
-		}
-		lower = append([]byte(keySettling+string(after)), 0)
+	after, err := seqlist.ParseCursor(cursor)
+	if err != nil || (cursor != "" && !ids.Valid(ids.Intent, after.ID)) {
+		return nil, audit.ErrBadCursor
 	}
-	page := SettlingPage{Data: []SettlingIntent{}}
-	now := s.now()
-	err := s.st.View(ctx, func(r store.Reader) error {
-		it := r.Iterate(lower, store.PrefixEnd([]byte(keySettling)), false)
-		defer it.Close()
-		for it.Next() {
-			if len(page.Data) == limit {
-				page.HasMore = true
-				break
-			}
-			in, err := getIntent(r, string(it.Key()[len(keySettling):]))
+	if err := s.migrateLists(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		last seqlist.Pos
+		more bool
+	)
+	err = s.st.View(ctx, func(r store.Reader) error {
+		reset()
+		var err error
+		last, more, err = seqlist.Page(r, list.Order, after, limit, func(id string, _ []byte) (bool, error) {
+			in, err := getIntent(r, id)
 			if err != nil {
-				return err
+				return false, err
 			}
-			in.Links = s.links(in.ID)
-			page.Data = append(page.Data, SettlingIntent{Intent: *in, AgeSeconds: int64(now.Sub(in.UpdatedAt) / time.Second)})
+			add(in)
+			return true, nil
+		})
+		return err
+	})
+	if err != nil || !more {
+		return nil, err
+	}
+	c := last.Cursor()
+	return &c, nil
+}
+
+// migrateLists gives the held and settling intents of a store written
+// before those lists followed commit order their order rows, at seq 0:
+// first, by id, as they were listed. It runs once per store, at the first
+// Reconcile or list.
+func (s *Service) migrateLists(ctx context.Context) error {
+	err := s.lists.Run(ctx, s.st, keyListLayout, func(txn store.Txn) error {
+		if err := heldList.Backfill(txn); err != nil {
+			return err
 		}
-		return it.Err()
+		return settlingList.Backfill(txn)
 	})
 	if err != nil {
-		return SettlingPage{}, err
+		return fmt.Errorf("pay: %w", err)
 	}
-	if page.HasMore {
-		c := base64.RawURLEncoding.EncodeToString([]byte(page.Data[len(page.Data)-1].ID))
-		page.NextCursor = &c
-	}
-	return page, nil
+	return nil
 }
