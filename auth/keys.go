@@ -39,6 +39,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/store"
 )
 
@@ -59,7 +60,9 @@ var (
 
 const (
 	credentialPrefix = "svc_"
-	keyPrefix        = "auth/key/"
+	keyPrefix        = "auth/key/"       // + key id → storedKey JSON
+	keyOrder         = "auth/key-order/" // + seq BE8 + key id → empty: List's order (package seqlist)
+	keyLayout        = "auth/key-layout" // set once every key has its order row
 	secretBytes      = 32
 )
 
@@ -90,6 +93,9 @@ func (k Key) MayActFor(agentID string) bool {
 type storedKey struct {
 	Key
 	SecretHash string `json:"secretHash"`
+	// ListSeq is the seq of the key's agent.created entry, its place in
+	// List; 0 for a key stored before List followed commit order.
+	ListSeq uint64 `json:"listSeq,omitempty"`
 }
 
 // Options configure a Keys. The zero value is usable.
@@ -110,6 +116,7 @@ type Keys struct {
 	now    func() time.Time
 	rand   io.Reader
 	logger *slog.Logger
+	layout seqlist.Migration // of List's order rows; see migrate
 }
 
 // New returns a Keys over the store, recording issuance and revocation in
@@ -204,22 +211,27 @@ func (k *Keys) Create(ctx context.Context, req CreateRequest, actor audit.Actor,
 		},
 		SecretHash: hex.EncodeToString(sum[:]),
 	}
-	val, err := json.Marshal(sk)
-	if err != nil {
-		return Issued{}, fmt.Errorf("auth: %w", err)
-	}
 	data, err := json.Marshal(sk.Key)
 	if err != nil {
 		return Issued{}, fmt.Errorf("auth: %w", err)
 	}
 	err = k.log.Update(ctx, func(txn store.Txn) error {
+		e, err := k.log.Append(txn, audit.Record{
+			Type: "agent.created", Actor: actor, RequestID: requestID, Data: data,
+		})
+		if err != nil {
+			return err
+		}
+		s := sk // a copy per attempt: fn may run more than once
+		s.ListSeq = e.Seq
+		val, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
 		if err := txn.Set([]byte(keyPrefix+id), val); err != nil {
 			return err
 		}
-		_, err := k.log.Append(txn, audit.Record{
-			Type: "agent.created", Actor: actor, RequestID: requestID, Data: data,
-		})
-		return err
+		return txn.Set(seqlist.Key(keyOrder, s.ListSeq, id), nil)
 	})
 	if err != nil {
 		return Issued{}, fmt.Errorf("auth: create key: %w", err)
@@ -362,9 +374,10 @@ type KeyPage struct {
 // ErrBadCursor: a List cursor that this package did not mint.
 var ErrBadCursor = errcode.New(CodeBadCursor, "auth: malformed cursor")
 
-// List returns a page of agent keys in id (creation) order. cursor is the
-// NextCursor of the previous page, "" for the first; limit is 1 to 100
-// (0 means 20).
+// List returns a page of agent keys in creation order: the order their
+// creations committed, so that a key created after a page was read is on
+// a later page, whatever its id. cursor is the NextCursor of the previous
+// page, "" for the first; limit is 1 to 100 (0 means 20).
 func (k *Keys) List(ctx context.Context, cursor string, limit int) (KeyPage, error) {
 	if limit == 0 {
 		limit = 20
@@ -372,37 +385,70 @@ func (k *Keys) List(ctx context.Context, cursor string, limit int) (KeyPage, err
 	if limit < 1 || limit > 100 {
 		return KeyPage{}, fmt.Errorf("%w: limit must be 1 to 100", ErrBadRequest)
 	}
-	lower := []byte(keyPrefix)
-	if cursor != "" {
-		after, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !ids.Valid(ids.AgentKey, string(after)) {
-			return KeyPage{}, ErrBadCursor
-		}
-		lower = append([]byte(keyPrefix+string(after)), 0)
+	after, err := seqlist.ParseCursor(cursor)
+	if err != nil || (cursor != "" && !ids.Valid(ids.AgentKey, after.ID)) {
+		return KeyPage{}, ErrBadCursor
+	}
+	if err := k.migrate(ctx); err != nil {
+		return KeyPage{}, err
 	}
 	page := KeyPage{Data: []Key{}}
-	err := k.st.View(ctx, func(r store.Reader) error {
-		it := r.Iterate(lower, store.PrefixEnd([]byte(keyPrefix)), false)
-		defer it.Close()
-		for it.Next() {
-			if len(page.Data) == limit {
-				page.HasMore = true
-				break
+	var last seqlist.Pos
+	err = k.st.View(ctx, func(r store.Reader) error {
+		page.Data = page.Data[:0]
+		var err error
+		last, page.HasMore, err = seqlist.Page(r, keyOrder, after, limit, func(id string, _ []byte) (bool, error) {
+			b, err := r.Get([]byte(keyPrefix + id))
+			if err != nil {
+				return false, fmt.Errorf("auth: key %s: %w", id, err)
 			}
 			var sk storedKey
-			if err := json.Unmarshal(it.Value(), &sk); err != nil {
-				return fmt.Errorf("auth: key %s: %w", it.Key(), err)
+			if err := json.Unmarshal(b, &sk); err != nil {
+				return false, fmt.Errorf("auth: key %s: %w", id, err)
 			}
 			page.Data = append(page.Data, sk.Key)
-		}
-		return it.Err()
+			return true, nil
+		})
+		return err
 	})
 	if err != nil {
 		return KeyPage{}, err
 	}
 	if page.HasMore {
-		c := base64.RawURLEncoding.EncodeToString([]byte(page.Data[len(page.Data)-1].ID))
+		c := last.Cursor()
 		page.NextCursor = &c
 	}
 	return page, nil
+}
+
+// migrate gives every key of a store written before List followed commit
+// order its order row, at the seq its record keeps: 0 for those keys, so
+// that they come first, by id, as they were listed. It runs once per
+// store, at the first List: New cannot do I/O.
+func (k *Keys) migrate(ctx context.Context) error {
+	err := k.layout.Run(ctx, k.st, keyLayout, func(txn store.Txn) error {
+		it := txn.Iterate([]byte(keyPrefix), store.PrefixEnd([]byte(keyPrefix)), false)
+		var rows [][]byte
+		for it.Next() {
+			var sk storedKey
+			if err := json.Unmarshal(it.Value(), &sk); err != nil {
+				it.Close()
+				return fmt.Errorf("key %s: %w", it.Key(), err)
+			}
+			rows = append(rows, seqlist.Key(keyOrder, sk.ListSeq, string(it.Key()[len(keyPrefix):])))
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		for _, row := range rows {
+			if err := txn.Set(row, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	return nil
 }

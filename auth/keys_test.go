@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/seqlist/seqlisttest"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
@@ -171,7 +172,118 @@ func TestList(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(created, ",") {
 		t.Fatalf("listed %v, created %v", got, created)
 	}
-	if _, err := keys.List(ctx, "bogus!", 2); !errors.Is(err, ErrBadCursor) {
-		t.Fatalf("bad cursor: %v", err)
+	for _, bad := range []string{"bogus!", "YWtfMDFKQUJDREVGR0hKS01OUFFSU1RWV1hZWjA" /* an id-ordered cursor */, "AQAAAAAAAAABaW50XzAxSkFCQ0RFRkdISktNTlBRUlNUVldYWVow" /* an intent id */} {
+		if _, err := keys.List(ctx, bad, 2); !errors.Is(err, ErrBadCursor) {
+			t.Fatalf("bad cursor %q: %v", bad, err)
+		}
+	}
+}
+
+// TestListFollowsCommitOrder: a key whose id was minted first but whose
+// creation committed after a client read a page is on the client's next
+// page, though its id sorts before the cursor's.
+func TestListFollowsCommitOrder(t *testing.T) {
+	ctx := context.Background()
+	gate := &seqlisttest.Gate{Store: &memstore.Store{}}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := audit.Open(ctx, gate, priv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := New(gate, lg, nil)
+	create := func(name string) (string, error) {
+		iss, err := keys.Create(ctx, CreateRequest{Name: name, AgentIDs: []string{agentID(t)}}, operator, "")
+		return iss.ID, err
+	}
+	var mintedFirst, page1 string
+	var cursor string
+	gate.Later(t, func() (err error) { mintedFirst, err = create("minted first"); return err }, func() {
+		for _, name := range []string{"late 1", "late 2"} {
+			if _, err := create(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		page, err := keys.List(ctx, "", 1)
+		if err != nil || len(page.Data) != 1 || page.NextCursor == nil {
+			t.Fatalf("page 1: %+v %v", page, err)
+		}
+		page1, cursor = page.Data[0].ID, *page.NextCursor
+	})
+	if !(mintedFirst < page1) {
+		t.Fatalf("ids %s (minted first) and %s: want the first minted to sort first", mintedFirst, page1)
+	}
+	var rest []string
+	for cursor != "" {
+		page, err := keys.List(ctx, cursor, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range page.Data {
+			rest = append(rest, k.ID)
+		}
+		cursor = ""
+		if page.NextCursor != nil {
+			cursor = *page.NextCursor
+		}
+	}
+	if len(rest) != 2 || rest[1] != mintedFirst {
+		t.Fatalf("after the cursor: %v, want the other late key, then %s", rest, mintedFirst)
+	}
+}
+
+// TestListMigratesLegacyLayout: keys stored when List paged by id (no
+// order rows, no listSeq) come first, by id, in a store opened since;
+// then the keys created since, in commit order.
+func TestListMigratesLegacyLayout(t *testing.T) {
+	ctx := context.Background()
+	keys, _, st := newKeys(t)
+	legacy := []string{"ak_01JABCDEFGHJKMNPQRSTVWXYZ1", "ak_01JABCDEFGHJKMNPQRSTVWXYZ0"}
+	err := st.Update(ctx, func(txn store.Txn) error {
+		for _, id := range legacy {
+			// As the id-ordered code stored it.
+			b := `{"id":"` + id + `","name":"old","agentIds":["` + agentID(t) + `"],"createdAt":"2025-01-01T00:00:00Z","secretHash":"00"}`
+			if err := txn.Set([]byte(keyPrefix+id), []byte(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := keys.Create(ctx, CreateRequest{Name: "new", AgentIDs: []string{agentID(t)}}, operator, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // and once is enough: the second List finds the marker
+		var got []string
+		cursor := ""
+		for {
+			page, err := keys.List(ctx, cursor, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range page.Data {
+				got = append(got, k.ID)
+			}
+			if !page.HasMore {
+				break
+			}
+			cursor = *page.NextCursor
+		}
+		if want := []string{legacy[1], legacy[0], iss.ID}; strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("listed %v, want %v", got, want)
+		}
+	}
+	// A revoked legacy key keeps its place.
+	if _, err := keys.Revoke(ctx, legacy[0], operator, "", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	page, err := keys.List(ctx, "", 100)
+	if err != nil || len(page.Data) != 3 || page.Data[1].ID != legacy[0] || page.Data[1].RevokedAt == nil {
+		t.Fatalf("after revoke: %+v %v", page, err)
 	}
 }
