@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/store"
 )
@@ -75,6 +76,14 @@ const (
 // Store layout: every key of this package starts with "webhook/".
 var (
 	endpointPrefix = []byte("webhook/ep/")
+)
+
+// List's order: webhook/ep-order/ + CreatedSeq BE8 + id → empty, one row
+// per endpoint not deleted (package seqlist), and the key set once a store
+// written before has them.
+const (
+	endpointOrder  = "webhook/ep-order/"
+	endpointLayout = "webhook/ep-layout"
 )
 
 func endpointKey(id string) []byte { return append(append([]byte(nil), endpointPrefix...), id...) }
@@ -195,6 +204,7 @@ type Endpoints struct {
 	allowLoopback bool
 	overlap       time.Duration
 	max           int
+	layout        seqlist.Migration // of List's order rows; see migrate
 }
 
 // NewEndpoints returns the endpoint service over st, recording changes in
@@ -348,6 +358,9 @@ func (e *Endpoints) Create(ctx context.Context, req CreateRequest, actor audit.A
 		}
 		s := se // a copy per attempt: fn may run more than once
 		s.CreatedSeq = ent.Seq
+		if err := txn.Set(seqlist.Key(endpointOrder, s.CreatedSeq, id), nil); err != nil {
+			return err
+		}
 		return putEndpoint(txn, &s)
 	})
 	if err != nil {
@@ -378,53 +391,74 @@ func (e *Endpoints) Get(ctx context.Context, id string) (Endpoint, error) {
 	return se.view(e.now()), nil
 }
 
-// List returns up to limit endpoints after cursor, oldest first. cursor ""
-// starts at the beginning; otherwise it is a NextCursor from an earlier
-// page (ErrBadCursor otherwise). limit 0 means DefaultPageLimit; outside
+// List returns up to limit endpoints after cursor, oldest first: in the
+// order their creations committed (the seq of their
+// webhook.endpoint_created entries), so that an endpoint created after a
+// page was read is on a later page, whatever its id. cursor "" starts at
+// the beginning; otherwise it is a NextCursor from an earlier page
+// (ErrBadCursor otherwise). limit 0 means DefaultPageLimit; outside
 // 0..MaxPageLimit it is ErrBadLimit.
 func (e *Endpoints) List(ctx context.Context, cursor string, limit int) (EndpointPage, error) {
 	limit, err := checkLimit(limit)
 	if err != nil {
 		return EndpointPage{}, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
-	lower := endpointPrefix
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !ids.Valid(ids.Endpoint, string(b)) {
-			return EndpointPage{}, fmt.Errorf("webhook: list endpoints: %w", ErrBadCursor)
-		}
-		lower = append(endpointKey(string(b)), 0) // strictly after
+	after, err := seqlist.ParseCursor(cursor)
+	if err != nil || (cursor != "" && !ids.Valid(ids.Endpoint, after.ID)) {
+		return EndpointPage{}, fmt.Errorf("webhook: list endpoints: %w", ErrBadCursor)
+	}
+	if err := e.migrate(ctx); err != nil {
+		return EndpointPage{}, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
 	now := e.now()
 	p := EndpointPage{Data: []Endpoint{}}
+	var last seqlist.Pos
 	err = e.st.View(ctx, func(r store.Reader) error {
-		p.Data, p.HasMore = p.Data[:0], false
-		it := r.Iterate(lower, store.PrefixEnd(endpointPrefix), false)
-		defer it.Close()
-		for it.Next() {
-			var se storedEndpoint
-			if err := json.Unmarshal(it.Value(), &se); err != nil {
-				return fmt.Errorf("endpoint %s: %w", it.Key(), err)
+		p.Data = p.Data[:0]
+		var err error
+		last, p.HasMore, err = seqlist.Page(r, endpointOrder, after, limit, func(id string, _ []byte) (bool, error) {
+			se, err := getEndpoint(r, id)
+			if errors.Is(err, ErrNotFound) {
+				return false, nil // deleted: its order row goes with it, but never list a tombstone
 			}
-			if se.Deleted {
-				continue
-			}
-			if len(p.Data) == limit {
-				p.HasMore = true
-				break
+			if err != nil {
+				return false, err
 			}
 			p.Data = append(p.Data, se.view(now))
-		}
-		return it.Err()
+			return true, nil
+		})
+		return err
 	})
 	if err != nil {
 		return EndpointPage{}, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
 	if p.HasMore {
-		c := base64.RawURLEncoding.EncodeToString([]byte(p.Data[len(p.Data)-1].ID))
+		c := last.Cursor()
 		p.NextCursor = &c
 	}
 	return p, nil
+}
+
+// migrate gives every endpoint of a store written before List followed
+// commit order its order row, at its CreatedSeq (the record keeps it;
+// 0 for an endpoint stored before it did). It runs once per store, at the
+// first List: NewEndpoints cannot do I/O.
+func (e *Endpoints) migrate(ctx context.Context) error {
+	return e.layout.Run(ctx, e.st, endpointLayout, func(txn store.Txn) error {
+		all, err := loadEndpoints(txn, nil)
+		if err != nil {
+			return err
+		}
+		for _, se := range all {
+			if se.Deleted {
+				continue
+			}
+			if err := txn.Set(seqlist.Key(endpointOrder, se.CreatedSeq, se.ID), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Update changes an endpoint and records webhook.endpoint_updated, naming
@@ -566,6 +600,9 @@ func (e *Endpoints) Delete(ctx context.Context, id string, actor audit.Actor, re
 		if _, err := e.log.Append(txn, audit.Record{
 			Type: EntryEndpointDeleted, Actor: actor, RequestID: requestID, Rationale: rationale, Data: data,
 		}); err != nil {
+			return err
+		}
+		if err := txn.Delete(seqlist.Key(endpointOrder, se.CreatedSeq, se.ID)); err != nil {
 			return err
 		}
 		tomb := storedEndpoint{Endpoint: Endpoint{ID: se.ID, UpdatedAt: now}, CreatedSeq: se.CreatedSeq, Deleted: true}

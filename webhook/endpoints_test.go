@@ -152,7 +152,10 @@ func TestEndpointLifecycle(t *testing.T) {
 		cursor string
 		limit  int
 		want   error
-	}{{"!!", 0, ErrBadCursor}, {"d2VfMQ", 0, ErrBadCursor}, {"", 101, ErrBadLimit}, {"", -1, ErrBadLimit}} {
+	}{
+		{"!!", 0, ErrBadCursor}, {"d2VfMQ", 0, ErrBadCursor}, {"", 101, ErrBadLimit}, {"", -1, ErrBadLimit},
+		{"d2VfMDFKQUJDREVGR0hKS01OUFFSU1RWV1hZWjA", 0, ErrBadCursor}, // base64url("we_01JABCDEFGHJKMNPQRSTVWXYZ0"): id-ordered
+	} {
 		if _, err := e.eps.List(ctx, bad.cursor, bad.limit); !errors.Is(err, bad.want) {
 			t.Errorf("List(%q, %d) = %v, want %v", bad.cursor, bad.limit, err, bad.want)
 		}
