@@ -135,7 +135,7 @@ func Contract() contract.Part {
 			{
 				ID: "identity.counterparties.list", Method: "GET", Path: "/identity/counterparties",
 				Summary:     "List registered counterparties",
-				Description: "Pages through the registrations in id order.",
+				Description: "Pages through the registrations in the order they were registered (commit order).",
 				Credential:  contract.CredentialOperator,
 				Params:      reflect.TypeFor[CounterpartyListParams](),
 				Responses:   []contract.Response{contract.JSON(200, "A page of registrations.", reflect.TypeFor[RegistrationPage]())},

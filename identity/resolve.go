@@ -3,7 +3,6 @@ package identity
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/audit"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/store"
 )
 
@@ -142,6 +142,9 @@ func (s *Service) Register(ctx context.Context, reg Registration, call OperatorC
 		if err := txn.Set([]byte(keyParty+r.ID), b); err != nil {
 			return err
 		}
+		if err := txn.Set(seqlist.Key(keyPartyOrder, r.AuditSeq, r.ID), nil); err != nil {
+			return err
+		}
 		reg = r
 		return txn.Set([]byte(keyPartyAgent+keyHex(k)), []byte(r.ID))
 	})
@@ -167,52 +170,93 @@ func (s *Service) checkBaseURL(raw string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// RegistrationPage is one page of registrations, ordered by id.
+// The registry's order (package seqlist): keyPartyOrder + AuditSeq BE8 +
+// counterparty id → empty, and the key set once a store written before has
+// those rows.
+const (
+	keyPartyOrder  = "identity/party-order/"
+	keyPartyLayout = "identity/party-layout"
+)
+
+// RegistrationPage is one page of registrations, in the order they were
+// registered.
 type RegistrationPage struct {
 	Data       []Registration `json:"data"`
 	HasMore    bool           `json:"hasMore"`
 	NextCursor *string        `json:"nextCursor"`
 }
 
-// Counterparties pages through the registrations in id order. cursor is
+// Counterparties pages through the registrations in the order they
+// committed (their AuditSeq), so that a counterparty registered after a
+// page was read is on a later page, whatever its id. cursor is
 // the previous page's NextCursor ("" to start); limit is 1..100.
 func (s *Service) Counterparties(ctx context.Context, cursor string, limit int) (RegistrationPage, error) {
 	if limit < 1 || limit > 100 {
 		limit = 20
 	}
-	lower := []byte(keyParty)
-	if cursor != "" {
-		after, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !registryID.Match(after) {
-			return RegistrationPage{}, ErrBadCursor
-		}
-		lower = append([]byte(keyParty+string(after)), 0)
+	after, err := seqlist.ParseCursor(cursor)
+	if err != nil || (cursor != "" && !registryID.MatchString(after.ID)) {
+		return RegistrationPage{}, ErrBadCursor
+	}
+	if err := migrateParties(ctx, s.st); err != nil {
+		return RegistrationPage{}, fmt.Errorf("identity: counterparties: %w", err)
 	}
 	page := RegistrationPage{Data: []Registration{}}
-	err := s.st.View(ctx, func(r store.Reader) error {
-		it := r.Iterate(lower, store.PrefixEnd([]byte(keyParty)), false)
-		for it.Next() {
-			if len(page.Data) == limit {
-				page.HasMore = true
-				break
+	var last seqlist.Pos
+	err = s.st.View(ctx, func(r store.Reader) error {
+		page.Data = page.Data[:0]
+		var err error
+		last, page.HasMore, err = seqlist.Page(r, keyPartyOrder, after, limit, func(id string, _ []byte) (bool, error) {
+			b, err := r.Get([]byte(keyParty + id))
+			if err != nil {
+				return false, err
 			}
 			var reg Registration
-			if err := json.Unmarshal(it.Value(), &reg); err != nil {
-				it.Close()
-				return err
+			if err := json.Unmarshal(b, &reg); err != nil {
+				return false, err
 			}
 			page.Data = append(page.Data, reg)
-		}
-		return it.Close()
+			return true, nil
+		})
+		return err
 	})
 	if err != nil {
 		return RegistrationPage{}, fmt.Errorf("identity: counterparties: %w", err)
 	}
 	if page.HasMore {
-		c := base64.RawURLEncoding.EncodeToString([]byte(page.Data[len(page.Data)-1].ID))
+		c := last.Cursor()
 		page.NextCursor = &c
 	}
 	return page, nil
+}
+
+// migrateParties gives every registration of a store written before the
+// registry followed commit order its order row, at the AuditSeq it keeps
+// (0 for one stored before it did). It runs once per store, checked at
+// every list (one read): a registry is paged by operators, rarely.
+func migrateParties(ctx context.Context, st store.Store) error {
+	var m seqlist.Migration
+	return m.Run(ctx, st, keyPartyLayout, func(txn store.Txn) error {
+		var rows [][]byte
+		it := txn.Iterate([]byte(keyParty), store.PrefixEnd([]byte(keyParty)), false)
+		for it.Next() {
+			var reg Registration
+			if err := json.Unmarshal(it.Value(), &reg); err != nil {
+				it.Close()
+				return fmt.Errorf("counterparty %s: %w", it.Key(), err)
+			}
+			rows = append(rows, seqlist.Key(keyPartyOrder, reg.AuditSeq, string(it.Key()[len(keyParty):])))
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		for _, k := range rows {
+			if err := txn.Set(k, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // caip10 is CAIP-10: chain_id (CAIP-2 namespace:reference) ":" address.

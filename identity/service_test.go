@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/schematest"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
@@ -531,10 +532,14 @@ func TestResolveOffline(t *testing.T) {
 	if len(d.entries(t, EntryPartyAdded)) != 1 {
 		t.Error("registration not recorded once")
 	}
-	if next := base64.RawURLEncoding.EncodeToString([]byte("peer-1")); true {
+	if next := (seqlist.Pos{Seq: 1 << 40, ID: "peer-1"}).Cursor(); true {
 		if p, err := d.svc.Counterparties(t.Context(), next, 10); err != nil || len(p.Data) != 0 {
 			t.Errorf("page after the last: %+v %v", p, err)
 		}
+	}
+	// A cursor of the id-ordered registry (base64url of the id) is refused.
+	if _, err := d.svc.Counterparties(t.Context(), base64.RawURLEncoding.EncodeToString([]byte("peer-1")), 10); !errors.Is(err, ErrBadCursor) {
+		t.Errorf("id-ordered cursor: %v", err)
 	}
 }
 
