@@ -426,26 +426,29 @@ func (k *Keys) List(ctx context.Context, cursor string, limit int) (KeyPage, err
 // that they come first, by id, as they were listed. It runs once per
 // store, at the first List: New cannot do I/O.
 func (k *Keys) migrate(ctx context.Context) error {
-	err := k.layout.Run(ctx, k.st, keyLayout, func(txn store.Txn) error {
+	err := k.layout.Run(ctx, k.st, keyLayout, func(txn store.Txn) (bool, error) {
 		it := txn.Iterate([]byte(keyPrefix), store.PrefixEnd([]byte(keyPrefix)), false)
-		var rows [][]byte
+		var rows []seqlist.Pos
 		for it.Next() {
 			var sk storedKey
 			if err := json.Unmarshal(it.Value(), &sk); err != nil {
 				it.Close()
-				return fmt.Errorf("key %s: %w", it.Key(), err)
+				return false, fmt.Errorf("key %s: %w", it.Key(), err)
 			}
-			rows = append(rows, seqlist.Key(keyOrder, sk.ListSeq, string(it.Key()[len(keyPrefix):])))
+			rows = append(rows, seqlist.Pos{Seq: sk.ListSeq, ID: string(it.Key()[len(keyPrefix):])})
 		}
 		if err := it.Close(); err != nil {
-			return err
+			return false, err
 		}
-		for _, row := range rows {
-			if err := txn.Set(row, nil); err != nil {
-				return err
+		changed := false
+		for _, p := range rows {
+			added, err := seqlist.Add(txn, keyOrder, p.Seq, p.ID)
+			if err != nil {
+				return false, err
 			}
+			changed = changed || added
 		}
-		return nil
+		return changed, nil
 	})
 	if err != nil {
 		return fmt.Errorf("auth: %w", err)

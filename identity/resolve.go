@@ -236,26 +236,29 @@ func (s *Service) Counterparties(ctx context.Context, cursor string, limit int) 
 // every list (one read): a registry is paged by operators, rarely.
 func migrateParties(ctx context.Context, st store.Store) error {
 	var m seqlist.Migration
-	return m.Run(ctx, st, keyPartyLayout, func(txn store.Txn) error {
-		var rows [][]byte
+	return m.Run(ctx, st, keyPartyLayout, func(txn store.Txn) (bool, error) {
+		var rows []seqlist.Pos
 		it := txn.Iterate([]byte(keyParty), store.PrefixEnd([]byte(keyParty)), false)
 		for it.Next() {
 			var reg Registration
 			if err := json.Unmarshal(it.Value(), &reg); err != nil {
 				it.Close()
-				return fmt.Errorf("counterparty %s: %w", it.Key(), err)
+				return false, fmt.Errorf("counterparty %s: %w", it.Key(), err)
 			}
-			rows = append(rows, seqlist.Key(keyPartyOrder, reg.AuditSeq, string(it.Key()[len(keyParty):])))
+			rows = append(rows, seqlist.Pos{Seq: reg.AuditSeq, ID: string(it.Key()[len(keyParty):])})
 		}
 		if err := it.Close(); err != nil {
-			return err
+			return false, err
 		}
-		for _, k := range rows {
-			if err := txn.Set(k, nil); err != nil {
-				return err
+		changed := false
+		for _, p := range rows {
+			added, err := seqlist.Add(txn, keyPartyOrder, p.Seq, p.ID)
+			if err != nil {
+				return false, err
 			}
+			changed = changed || added
 		}
-		return nil
+		return changed, nil
 	})
 }
 

@@ -95,11 +95,13 @@ func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor strin
 // first, by id, as they were listed. It runs once per store, at the first
 // Reconcile or list.
 func (s *Service) migrateLists(ctx context.Context) error {
-	err := s.lists.Run(ctx, s.st, keyListLayout, func(txn store.Txn) error {
-		if err := heldList.Backfill(txn); err != nil {
-			return err
+	err := s.lists.Run(ctx, s.st, keyListLayout, func(txn store.Txn) (bool, error) {
+		held, err := heldList.Backfill(txn)
+		if err != nil {
+			return false, err
 		}
-		return settlingList.Backfill(txn)
+		settling, err := settlingList.Backfill(txn)
+		return held || settling, err
 	})
 	if err != nil {
 		return fmt.Errorf("pay: %w", err)

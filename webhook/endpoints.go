@@ -444,20 +444,23 @@ func (e *Endpoints) List(ctx context.Context, cursor string, limit int) (Endpoin
 // 0 for an endpoint stored before it did). It runs once per store, at the
 // first List: NewEndpoints cannot do I/O.
 func (e *Endpoints) migrate(ctx context.Context) error {
-	return e.layout.Run(ctx, e.st, endpointLayout, func(txn store.Txn) error {
+	return e.layout.Run(ctx, e.st, endpointLayout, func(txn store.Txn) (bool, error) {
 		all, err := loadEndpoints(txn, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
+		changed := false
 		for _, se := range all {
 			if se.Deleted {
 				continue
 			}
-			if err := txn.Set(seqlist.Key(endpointOrder, se.CreatedSeq, se.ID), nil); err != nil {
-				return err
+			added, err := seqlist.Add(txn, endpointOrder, se.CreatedSeq, se.ID)
+			if err != nil {
+				return false, err
 			}
+			changed = changed || added
 		}
-		return nil
+		return changed, nil
 	})
 }
 

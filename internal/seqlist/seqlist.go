@@ -205,8 +205,9 @@ func (x Index) Remove(txn store.Txn, id string) error {
 }
 
 // Backfill writes the order row of every member row that has none: those
-// of a list that was a set keyed by id, at seq 0. It is idempotent.
-func (x Index) Backfill(txn store.Txn) error {
+// of a list that was a set keyed by id, at seq 0. It reports whether it
+// wrote anything; it is idempotent.
+func (x Index) Backfill(txn store.Txn) (bool, error) {
 	var legacy []string
 	it := txn.Iterate([]byte(x.Member), store.PrefixEnd([]byte(x.Member)), false)
 	for it.Next() {
@@ -215,24 +216,38 @@ func (x Index) Backfill(txn store.Txn) error {
 		}
 	}
 	if err := it.Close(); err != nil {
-		return err
+		return false, err
 	}
 	for _, id := range legacy {
 		if err := x.Put(txn, 0, id); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return len(legacy) > 0, nil
+}
+
+// Add writes the order row of id at seq under prefix (with an empty
+// value) unless it is there, and reports whether it wrote it: a migration
+// that finds every row in place writes nothing.
+func Add(txn store.Txn, prefix string, seq uint64, id string) (bool, error) {
+	k := Key(prefix, seq, id)
+	if _, err := txn.Get(k); err == nil {
+		return false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	return true, txn.Set(k, nil)
 }
 
 // Move moves the rows of an id-ordered index, from + group + id → value
 // (group is what comes before the last "/" of the key after from, and ends
 // with it; ids hold no "/"), to the order rows to + group + seq + id →
 // value, and deletes them. seq says where each item goes (0 when the
-// store does not know). It is idempotent. to must not start with from.
-func Move(txn store.Txn, from, to string, seq func(r store.Reader, group, id string) (uint64, error)) error {
+// store does not know). It reports whether it moved anything; it is
+// idempotent. to must not start with from.
+func Move(txn store.Txn, from, to string, seq func(r store.Reader, group, id string) (uint64, error)) (bool, error) {
 	if strings.HasPrefix(to, from) {
-		return fmt.Errorf("seqlist: move %q into itself (%q)", from, to)
+		return false, fmt.Errorf("seqlist: move %q into itself (%q)", from, to)
 	}
 	type row struct {
 		key, value []byte
@@ -243,7 +258,7 @@ func Move(txn store.Txn, from, to string, seq func(r store.Reader, group, id str
 		rows = append(rows, row{append([]byte(nil), it.Key()...), append([]byte(nil), it.Value()...)})
 	}
 	if err := it.Close(); err != nil {
-		return err
+		return false, err
 	}
 	for _, r := range rows {
 		rest := string(r.key[len(from):])
@@ -256,32 +271,36 @@ func Move(txn store.Txn, from, to string, seq func(r store.Reader, group, id str
 		}
 		s, err := seq(txn, group, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := txn.Set(Key(to+group, s, id), r.value); err != nil {
-			return err
+			return false, err
 		}
 		if err := txn.Delete(r.key); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return len(rows) > 0, nil
 }
 
 // Migration brings a store to a list layout once: the first [Migration.Run]
 // applies the change unless the store's marker says it was applied, and
-// later calls return at once. Its zero value is ready; it is safe for
-// concurrent use.
+// later calls return at once. Migrations run at the first read of a list
+// where the service's constructor cannot do I/O, so a store with nothing
+// to migrate is not written to: a read does not change it. Its zero value
+// is ready; it is safe for concurrent use.
 type Migration struct {
 	done atomic.Bool
 	mu   sync.Mutex // held while a Run applies the change, so that concurrent Runs wait for it
 }
 
-// Run applies apply in one transaction and sets the key marker in it,
-// unless marker is set already. apply must be idempotent and, as every
-// transaction function, safe to run more than once. Once Run returned nil,
-// later calls do nothing; after an error, the next call tries again.
-func (m *Migration) Run(ctx context.Context, st store.Store, marker string, apply func(store.Txn) error) error {
+// Run applies apply in one transaction, unless the key marker is set,
+// and sets marker in it when apply reports that it changed something (so
+// that later processes skip the work). apply must be idempotent and, as
+// every transaction function, safe to run more than once. Once Run
+// returned nil, later calls do nothing; after an error, the next call
+// tries again.
+func (m *Migration) Run(ctx context.Context, st store.Store, marker string, apply func(store.Txn) (changed bool, err error)) error {
 	if m.done.Load() {
 		return nil
 	}
@@ -306,7 +325,8 @@ func (m *Migration) Run(ctx context.Context, st store.Store, marker string, appl
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			if err := apply(txn); err != nil {
+			changed, err := apply(txn)
+			if err != nil || !changed {
 				return err
 			}
 			return txn.Set([]byte(marker), []byte("1"))

@@ -223,8 +223,12 @@ func TestBackfill(t *testing.T) {
 		}
 		return x.Put(txn, 5, "a")
 	})
-	for range 2 {
-		update(t, st, x.Backfill)
+	for i, want := range []bool{true, false} {
+		var changed bool
+		update(t, st, func(txn store.Txn) (err error) { changed, err = x.Backfill(txn); return err })
+		if changed != want {
+			t.Fatalf("run %d: changed %v, want %v", i, changed, want)
+		}
 		if ids, _, _ := page(t, st, x.Order, Pos{}, 100); !slices.Equal(ids, []string{"b", "q", "a"}) {
 			t.Fatalf("backfilled: %v", ids)
 		}
@@ -247,15 +251,20 @@ func TestMove(t *testing.T) {
 		return nil
 	})
 	seqs := map[string]uint64{"a": 0, "b": 7, "c": 0}
-	for range 2 {
-		update(t, st, func(txn store.Txn) error {
-			return Move(txn, "old/", "new/", func(_ store.Reader, group, id string) (uint64, error) {
+	for i, want := range []bool{true, false} {
+		var moved bool
+		update(t, st, func(txn store.Txn) (err error) {
+			moved, err = Move(txn, "old/", "new/", func(_ store.Reader, group, id string) (uint64, error) {
 				if group != "g1/" && group != "g2/" {
 					return 0, fmt.Errorf("group %q", group)
 				}
 				return seqs[id], nil
 			})
+			return err
 		})
+		if moved != want {
+			t.Fatalf("run %d: moved %v, want %v", i, moved, want)
+		}
 	}
 	err := st.View(t.Context(), func(r store.Reader) error {
 		it := r.Iterate([]byte("old/"), store.PrefixEnd([]byte("old/")), false)
@@ -279,21 +288,37 @@ func TestMove(t *testing.T) {
 		t.Fatalf("g1: %v", ids)
 	}
 	if err := st.Update(t.Context(), func(txn store.Txn) error {
-		return Move(txn, "old/", "old/new/", nil)
+		_, err := Move(txn, "old/", "old/new/", nil)
+		return err
 	}); err == nil {
 		t.Fatal("moved a prefix into itself")
 	}
 }
 
+func TestAdd(t *testing.T) {
+	st := memstore.New(&memstore.Options{RetryRate: 0.3})
+	for i, want := range []bool{true, false} {
+		var added bool
+		update(t, st, func(txn store.Txn) (err error) { added, err = Add(txn, "l/", 3, "a"); return err })
+		if added != want {
+			t.Fatalf("run %d: added %v, want %v", i, added, want)
+		}
+	}
+	if ids, _, _ := page(t, st, "l/", Pos{}, 10); !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("%v", ids)
+	}
+}
+
 // TestMigration: a migration applies once per store (the marker), once per
-// Migration value (no read after success), and again after a failure.
+// Migration value (no read after success), again after a failure, and
+// writes nothing (not even its marker) when there was nothing to change.
 func TestMigration(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New(&memstore.Options{RetryRate: 0.3})
 	applied := 0
-	apply := func(txn store.Txn) error {
+	apply := func(txn store.Txn) (bool, error) {
 		applied++ // counts attempts; memstore retries at random
-		return txn.Set([]byte("data"), []byte("migrated"))
+		return true, txn.Set([]byte("data"), []byte("migrated"))
 	}
 	var m Migration
 	if err := m.Run(ctx, st, "marker", apply); err != nil {
@@ -313,10 +338,22 @@ func TestMigration(t *testing.T) {
 
 	boom := errors.New("boom")
 	var failing Migration
-	if err := failing.Run(ctx, st, "marker2", func(store.Txn) error { return boom }); !errors.Is(err, boom) {
+	if err := failing.Run(ctx, st, "marker2", func(store.Txn) (bool, error) { return false, boom }); !errors.Is(err, boom) {
 		t.Fatalf("failed apply: %v", err)
 	}
 	if err := failing.Run(ctx, st, "marker2", apply); err != nil || applied == 0 {
 		t.Fatalf("retry after failure: %v, applied %d", err, applied)
+	}
+
+	var nothing Migration
+	if err := nothing.Run(ctx, st, "marker3", func(store.Txn) (bool, error) { return false, nil }); err != nil {
+		t.Fatal(err)
+	}
+	err := st.View(ctx, func(r store.Reader) error {
+		_, err := r.Get([]byte("marker3"))
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("marker of a migration that changed nothing: %v", err)
 	}
 }
