@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/ledger"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
@@ -298,8 +299,10 @@ func disputeKey(id string) []byte { return []byte("protocol/dispute/" + id) }
 func disputeBySubject(subject string) []byte {
 	return []byte("protocol/dispute-by-subject/" + subject)
 }
-func disputeByAgent(agent string) []byte { return []byte("protocol/dispute-by-agent/" + agent + "/") }
-func disputeRefundKey(id string) []byte  { return []byte("protocol/dispute-refund/" + id) }
+
+// disputesOf is the order rows of the disputes agent is a party to.
+func disputesOf(agent string) string    { return keyDisputesOf + agent + "/" }
+func disputeRefundKey(id string) []byte { return []byte("protocol/dispute-refund/" + id) }
 
 // DisputeOpenRequest is the body of dispute.open.
 type DisputeOpenRequest struct {
@@ -403,22 +406,28 @@ func (s *Service) openDispute(ctx context.Context, call Call, subject string, in
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		for _, k := range [][]byte{disputeBySubject(subject), append(disputeByAgent(claimant), dsp.ID...)} {
-			if err := txn.Set(k, []byte(dsp.ID)); err != nil {
-				return err
-			}
-		}
-		if respondent != "" && respondent != claimant {
-			if err := txn.Set(append(disputeByAgent(respondent), dsp.ID...), []byte(dsp.ID)); err != nil {
-				return err
-			}
+		if err := txn.Set(disputeBySubject(subject), []byte(dsp.ID)); err != nil {
+			return err
 		}
 		if stake != "" {
 			if err := txn.Set(append(stakeDisputePrefix(stake), dsp.ID...), nil); err != nil {
 				return err
 			}
 		}
-		return s.putDispute(txn, call, "protocol.dispute.open", &dsp)
+		if err := s.putDispute(txn, call, "protocol.dispute.open", &dsp); err != nil {
+			return err
+		}
+		// Listed for each party at the entry just appended.
+		parties := []string{claimant}
+		if respondent != "" && respondent != claimant {
+			parties = append(parties, respondent)
+		}
+		for _, a := range parties {
+			if err := txn.Set(seqlist.Key(disputesOf(a), dsp.Entries[0], dsp.ID), []byte(dsp.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -488,7 +497,7 @@ func (s *Service) refundView(r store.Reader, d *Dispute) error {
 type DisputeListRequest struct {
 	Agent  string        `json:"agent,omitempty" validate:"omitempty,len=64,hexadecimal,lowercase"`
 	Status DisputeStatus `json:"status,omitempty" validate:"omitempty,oneof=open responded resolved"`
-	Cursor string        `json:"cursor,omitempty" validate:"max=64"`
+	Cursor string        `json:"cursor,omitempty" validate:"max=64" doc:"Opaque: the nextCursor of the previous page."`
 	Limit  int           `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
@@ -504,7 +513,7 @@ func (s *Service) DisputeList(ctx context.Context, call Call, req *DisputeListRe
 	if err != nil {
 		return nil, err
 	}
-	items, next, err := listPage(ctx, s, disputeByAgent(agent), req.Cursor, req.Limit,
+	items, next, err := listPage(ctx, s, disputesOf(agent), "dsp_", req.Cursor, req.Limit,
 		func(r store.Reader, id string) (Dispute, bool, error) {
 			var d Dispute
 			if err := getJSON(r, disputeKey(id), &d); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
 	"github.com/countersign/countersign/internal/jcsenc"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/store"
 )
 
@@ -246,9 +247,15 @@ func (e *EvidenceSubmitted) IsAccepted() bool { return e.Clearing != nil && e.Cl
 
 func evidenceKey(id string) []byte { return []byte("protocol/evidence/" + id) }
 
+// evidenceBySubject is the classes of the evidence about subject, by
+// evidence id (+ id → class): what the clearing reads.
 func evidenceBySubject(subject string) []byte {
 	return []byte("protocol/evidence-by-subject/" + subject + "/")
 }
+
+// evidenceOrder is the order rows of the evidence about subject, which
+// evidence.list pages.
+func evidenceOrder(subject string) string { return keyEvidenceOrder + subject + "/" }
 
 func evidenceDigestKey(subject string, class EvidenceClass, digest string) []byte {
 	return []byte("protocol/evidence-digest/" + subject + "/" + string(class) + "/" + digest)
@@ -283,8 +290,6 @@ func (s *Service) EvidenceSubmit(ctx context.Context, call Call, req *EvidenceSu
 	var out *EvidenceSubmitted
 	err = s.log.Update(ctx, func(txn store.Txn) error {
 		out = nil
-		// Minted inside the transaction, so ids (and the by-subject index
-		// evidence.list pages) follow commit order.
 		id := ids.New("evd_")
 		if subj.obligation {
 			if cancelling, err := hasAny(txn, cancellingKey(req.Subject)); err != nil {
@@ -318,6 +323,9 @@ func (s *Service) EvidenceSubmit(ctx context.Context, call Call, req *EvidenceSu
 			return err
 		}
 		if err := txn.Set(append(evidenceBySubject(req.Subject), id...), []byte(req.Class)); err != nil {
+			return err
+		}
+		if err := txn.Set(seqlist.Key(evidenceOrder(req.Subject), e.Seq, id), nil); err != nil {
 			return err
 		}
 		out = &EvidenceSubmitted{Evidence: ev}
@@ -463,7 +471,7 @@ func (s *Service) EvidenceGet(ctx context.Context, call Call, req *EvidenceRef) 
 // EvidenceListRequest is the body of evidence.list.
 type EvidenceListRequest struct {
 	Subject string `json:"subject" validate:"required,max=64"`
-	Cursor  string `json:"cursor,omitempty" validate:"max=64" doc:"The last evidence id of the previous page."`
+	Cursor  string `json:"cursor,omitempty" validate:"max=64" doc:"Opaque: the nextCursor of the previous page."`
 	Limit   int    `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
@@ -478,7 +486,7 @@ func (s *Service) EvidenceList(ctx context.Context, call Call, req *EvidenceList
 	if _, err := s.subjectOf(ctx, call, req.Subject); err != nil {
 		return nil, err
 	}
-	items, next, err := listPage(ctx, s, evidenceBySubject(req.Subject), req.Cursor, req.Limit,
+	items, next, err := listPage(ctx, s, evidenceOrder(req.Subject), "evd_", req.Cursor, req.Limit,
 		func(r store.Reader, id string) (Evidence, bool, error) {
 			var ev Evidence
 			return ev, true, getJSON(r, evidenceKey(id), &ev)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/countersign/countersign/identity"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -726,7 +727,7 @@ func TestEvidenceGetList(t *testing.T) {
 	ctx := t.Context()
 	subj := evxObligation(t, h, ClassPote, h.ev.cp).ObligationID
 	empty := evxObligation(t, h, ClassPote, h.ev.cp).ObligationID
-	var ids []string
+	var ids, after []string // after[i] is the cursor a page ending with ids[i] returns
 	for i, c := range []EvidenceClass{ClassSelf, ClassSign, ClassWit, ClassRec, ClassAtt} {
 		req, _ := evxSubmission(t, h, subj, c, evxStatement(subj, fmt.Sprint("part ", i)))
 		got, err := h.svc.EvidenceSubmit(ctx, h.call(), req)
@@ -734,6 +735,7 @@ func TestEvidenceGetList(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, got.Evidence.ID)
+		after = append(after, seqlist.Pos{Seq: got.Evidence.Entries[0], ID: got.Evidence.ID}.Cursor())
 		h.clock.Add(time.Second)
 	}
 	page := func(l *EvidenceList) []string {
@@ -752,12 +754,12 @@ func TestEvidenceGetList(t *testing.T) {
 		next    string
 	}{
 		{name: "all", subject: subj, want: ids},
-		{name: "first page of 2", subject: subj, limit: 2, want: ids[:2], next: ids[1]},
-		{name: "second page of 2", subject: subj, cursor: ids[1], limit: 2, want: ids[2:4], next: ids[3]},
-		{name: "last page of 2", subject: subj, cursor: ids[3], limit: 2, want: ids[4:]},
-		{name: "a page of exactly what is left", subject: subj, cursor: ids[2], limit: 2, want: ids[3:]},
-		{name: "after the last", subject: subj, cursor: ids[4], want: []string{}},
-		{name: "pages of 1", subject: subj, cursor: ids[0], limit: 1, want: ids[1:2], next: ids[1]},
+		{name: "first page of 2", subject: subj, limit: 2, want: ids[:2], next: after[1]},
+		{name: "second page of 2", subject: subj, cursor: after[1], limit: 2, want: ids[2:4], next: after[3]},
+		{name: "last page of 2", subject: subj, cursor: after[3], limit: 2, want: ids[4:]},
+		{name: "a page of exactly what is left", subject: subj, cursor: after[2], limit: 2, want: ids[3:]},
+		{name: "after the last", subject: subj, cursor: after[4], want: []string{}},
+		{name: "pages of 1", subject: subj, cursor: after[0], limit: 1, want: ids[1:2], next: after[1]},
 		{name: "pages of 100", subject: subj, limit: 100, want: ids},
 		{name: "no evidence", subject: empty, want: []string{}},
 	} {
@@ -931,7 +933,10 @@ func TestEvidenceListFollowsCommits(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	next, err := h.svc.EvidenceList(ctx, h.call(), &EvidenceListRequest{Subject: subj, Cursor: first.Evidence[0].ID})
+	// The cursor that continues after it, as a page of 1 with more to
+	// come would have returned.
+	cursor := seqlist.Pos{Seq: first.Evidence[0].Entries[0], ID: first.Evidence[0].ID}.Cursor()
+	next, err := h.svc.EvidenceList(ctx, h.call(), &EvidenceListRequest{Subject: subj, Cursor: cursor})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/ids"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/ledger"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
@@ -378,12 +379,11 @@ type Claim struct {
 func claimKey(id string) []byte              { return []byte("protocol/claim/" + id) }
 func claimsByDispute(dsp string) []byte      { return []byte("protocol/claims-by-dispute/" + dsp + "/") }
 func claimsByPolicy(pol string) []byte       { return []byte("protocol/claims-by-policy/" + pol + "/") }
-func claimsByKey(key string) []byte          { return []byte("protocol/claims-by-key/" + key + "/") }
+func claimsOf(key string) string             { return keyClaimsOf + key + "/" }
 func claimPayableKey(id string) []byte       { return []byte("protocol/claim-payable/" + id) }
 func claimOfDispute(dsp string) []byte       { return []byte("protocol/claim-of-dispute/" + dsp) }
 func policyClaimKey(pol, clm string) []byte  { return append(claimsByPolicy(pol), clm...) }
 func disputeClaimKey(dsp, clm string) []byte { return append(claimsByDispute(dsp), clm...) }
-func keyClaimKey(keyID, clm string) []byte   { return append(claimsByKey(keyID), clm...) }
 
 // policyClaims sums a policy's claims: what the claims not rejected ask,
 // and what the pool paid.
@@ -455,12 +455,15 @@ func (s *Service) ClaimFile(ctx context.Context, call Call, req *ClaimFileReques
 		now := s.clock()
 		c = Claim{ID: ids.New("clm_"), Status: ClaimFiled, PolicyID: pol.ID, DisputeID: d.ID, Agent: d.Claimant,
 			AgentKeyID: call.Agent.KeyID, Amount: pay.Amount{Minor: req.AmountMinor, Currency: pol.Limit.Currency}, CreatedAt: now, UpdatedAt: now}
-		for _, k := range [][]byte{claimOfDispute(d.ID), policyClaimKey(pol.ID, c.ID), disputeClaimKey(d.ID, c.ID), keyClaimKey(c.AgentKeyID, c.ID)} {
+		for _, k := range [][]byte{claimOfDispute(d.ID), policyClaimKey(pol.ID, c.ID), disputeClaimKey(d.ID, c.ID)} {
 			if err := txn.Set(k, []byte(c.ID)); err != nil {
 				return err
 			}
 		}
 		if err := s.putClaim(txn, call, "protocol.claim.file", &c); err != nil {
+			return err
+		}
+		if err := txn.Set(seqlist.Key(claimsOf(c.AgentKeyID), c.Entries[0], c.ID), []byte(c.ID)); err != nil {
 			return err
 		}
 		if d.Resolution != nil {
@@ -611,7 +614,7 @@ func (s *Service) ClaimGet(ctx context.Context, call Call, req *ClaimRef) (*Clai
 // ClaimListRequest is the body of claim.list.
 type ClaimListRequest struct {
 	Status string `json:"status,omitempty" validate:"omitempty,oneof=filed payable paid rejected"`
-	Cursor string `json:"cursor,omitempty" validate:"max=64"`
+	Cursor string `json:"cursor,omitempty" validate:"max=64" doc:"Opaque: the nextCursor of the previous page."`
 	Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
@@ -623,7 +626,7 @@ type ClaimList struct {
 
 // ClaimList pages the caller's claims.
 func (s *Service) ClaimList(ctx context.Context, call Call, req *ClaimListRequest) (*ClaimList, error) {
-	items, next, err := listPage(ctx, s, claimsByKey(call.Agent.KeyID), req.Cursor, req.Limit,
+	items, next, err := listPage(ctx, s, claimsOf(call.Agent.KeyID), "clm_", req.Cursor, req.Limit,
 		func(r store.Reader, id string) (Claim, bool, error) {
 			var c Claim
 			if err := getJSON(r, claimKey(id), &c); err != nil {

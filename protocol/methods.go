@@ -171,7 +171,7 @@ var methods = []Method{
 	declare(decl{ns: "obligation", name: "get", cred: agent, summary: "Read an obligation", description: "An obligation of the caller, its state read from its intent.",
 		problems: []string{CodeObligationNotFound}}, (*Service).ObligationGet),
 	declare(decl{ns: "obligation", name: "list", cred: agent, summary: "List the caller's obligations",
-		description: "Oldest first, optionally of one status; cursor is the last obligation id.", problems: []string{CodeBadCursor}}, (*Service).ObligationList),
+		description: "Oldest first (in the order they committed), optionally of one status; cursor is the nextCursor of the previous page.", problems: []string{CodeBadCursor}}, (*Service).ObligationList),
 	declare(decl{ns: "obligation", name: "cancel", cred: agent, entry: "protocol.obligation.cancel", summary: "Cancel an obligation",
 		description: "Releases an obligation awaiting evidence: nothing is paid, the reservation goes back, the rail's authorization is voided. Refused once evidence was submitted (obligation.has_evidence): the counterparty is performing.",
 		problems:    []string{CodeObligationNotFound, CodeObligationEvidence, CodeObligationNotReady, CodeObligationCleared, CodeObligationCancelled, CodeDeadlinePassed, CodeObligationClosed, pay.CodeRailUnavailable}},
@@ -184,7 +184,7 @@ var methods = []Method{
 		problems:    []string{CodeEvidenceSubject, CodeEvidenceInvalid, CodeEvidenceSigner, CodeCounterpartyRevoked, CodeDeadlinePassed, CodeObligationCancelled, CodeObligationClosed}}, (*Service).EvidenceSubmit),
 	declare(decl{ns: "evidence", name: "get", cred: agent, summary: "Read evidence", description: "Evidence about one of the caller's subjects.",
 		problems: []string{CodeEvidenceNotFound}}, (*Service).EvidenceGet),
-	declare(decl{ns: "evidence", name: "list", cred: agent, summary: "List evidence about a subject", description: "Oldest first; cursor is the last evidence id.",
+	declare(decl{ns: "evidence", name: "list", cred: agent, summary: "List evidence about a subject", description: "Oldest first (in the order it committed); cursor is the nextCursor of the previous page.",
 		problems: []string{CodeEvidenceSubject, CodeBadCursor}}, (*Service).EvidenceList),
 
 	// clearing
@@ -220,7 +220,7 @@ var methods = []Method{
 	declare(decl{ns: "dispute", name: "get", cred: agent, summary: "Read a dispute", problems: []string{CodeDisputeNotFound},
 		description: "A dispute the caller is a party to, with the resolution's refund status read from its intent."}, (*Service).DisputeGet),
 	declare(decl{ns: "dispute", name: "list", cred: agent, summary: "List disputes",
-		description: "The disputes an identity of the caller is a party to, oldest first; cursor is the last dispute id.",
+		description: "The disputes an identity of the caller is a party to, oldest first (in the order they committed); cursor is the nextCursor of the previous page.",
 		problems:    []string{CodeCustodyAgent, CodeBadCursor}}, (*Service).DisputeList),
 	declare(decl{ns: "dispute", name: "resolve", cred: operator, entry: "protocol.dispute.resolve", moves: true, summary: "Resolve a dispute (operator)",
 		description: "Override. For the claimant: refunds refundMinor (the claim by default) through the operator refund path, exactly once (protocol.dispute.refund; a refund the kill switch delays is retried by the scheduler), slashes slashMinor of the named stake into the claimant's custody (protocol.stake.slash), and makes the dispute's claims payable and pays them from the pool (protocol.claim.pay). For the respondent: nothing moves and its claims are rejected.",
@@ -245,7 +245,7 @@ var methods = []Method{
 	declare(decl{ns: "claim", name: "get", cred: agent, summary: "Read a claim", problems: []string{CodeClaimNotFound},
 		description: "A claim of the caller."}, (*Service).ClaimGet),
 	declare(decl{ns: "claim", name: "list", cred: agent, summary: "List claims", problems: []string{CodeBadCursor},
-		description: "The caller's claims, oldest first, optionally of one status."}, (*Service).ClaimList),
+		description: "The caller's claims, oldest first (in the order they committed), optionally of one status; cursor is the nextCursor of the previous page."}, (*Service).ClaimList),
 }
 
 var byID = func() map[string]Method {

@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -234,12 +235,6 @@ func (s *Service) obligationChanged(txn store.Txn, in *pay.Intent, step pay.Step
 	if err := moveClearing(in, step, admissibleNow); err != nil {
 		return err
 	}
-	if step == pay.StepDecided {
-		id, _ := prefixID(in.ID, "int_", "obl_")
-		if err := txn.Set([]byte("protocol/obl-by-key/"+in.AgentKeyID+"/"+id), nil); err != nil {
-			return err
-		}
-	}
 	if step == pay.StepAuthorized || (step == pay.StepApproved && in.Status == pay.StatusAuthorized) {
 		// Evidence that arrived while the obligation waited for approval
 		// or the rail: the scheduler clears it now.
@@ -261,9 +256,17 @@ func (s *Service) obligationChanged(txn store.Txn, in *pay.Intent, step pay.Step
 	case pay.StepVoided:
 		name = "cancel"
 	}
-	_, err := s.recordIntent(txn, "protocol.obligation."+name, in, step, requestID, obligationOf(in, nil))
-	return err
+	e, err := s.recordIntent(txn, "protocol.obligation."+name, in, step, requestID, obligationOf(in, nil))
+	if err != nil || step != pay.StepDecided {
+		return err
+	}
+	// A new obligation is listed at the entry just appended.
+	id, _ := prefixID(in.ID, "int_", "obl_")
+	return txn.Set(seqlist.Key(obligationsOf(in.AgentKeyID), e.Seq, id), nil)
 }
+
+// obligationsOf is the order rows of the obligations of an agent key.
+func obligationsOf(keyID string) string { return keyObligationsOf + keyID + "/" }
 
 // cancellingKey marks an obligation whose cancellation is voiding it on
 // the rail: evidence is refused meanwhile.
@@ -356,7 +359,7 @@ func (s *Service) obligationView(ctx context.Context, in *pay.Intent) (*Obligati
 // ObligationListRequest is the body of obligation.list.
 type ObligationListRequest struct {
 	Status ObligationStatus `json:"status,omitempty" validate:"omitempty,oneof=pending_approval authorizing awaiting_evidence clearing settled cancelled expired denied failed"`
-	Cursor string           `json:"cursor,omitempty" validate:"max=64" doc:"The last obligation id of the previous page."`
+	Cursor string           `json:"cursor,omitempty" validate:"max=64" doc:"Opaque: the nextCursor of the previous page."`
 	Limit  int              `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
@@ -368,7 +371,7 @@ type ObligationList struct {
 
 // ObligationList pages the caller's obligations, optionally of one status.
 func (s *Service) ObligationList(ctx context.Context, call Call, req *ObligationListRequest) (*ObligationList, error) {
-	items, next, err := listPage(ctx, s, []byte("protocol/obl-by-key/"+call.Agent.KeyID+"/"), req.Cursor, req.Limit,
+	items, next, err := listPage(ctx, s, obligationsOf(call.Agent.KeyID), "obl_", req.Cursor, req.Limit,
 		func(r store.Reader, id string) (Obligation, bool, error) {
 			intentID, _ := prefixID(id, "obl_", "int_")
 			in, err := s.books.Intent(r, intentID)

@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/internal/jcsenc"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/store"
 )
@@ -81,6 +82,7 @@ type Service struct {
 	identity Identity
 	evidence EvidenceKeys
 	insure   InsuranceSchedule
+	lists    seqlist.Migration // of the lists' order rows; see migrateLists
 }
 
 // Extension returns the protocol surface as a [pay.Extension]: the
