@@ -82,7 +82,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Txn) error) error {
 }
 
 func (s *Store) update(ctx context.Context, fn func(store.Txn) error, deferred bool) error {
-	if err := s.enter(ctx); err != nil {
+	if err := s.enterAs(ctx, true); err != nil {
 		return err
 	}
 	defer s.inflight.Done()
@@ -657,7 +657,7 @@ func (g *group) brokenOutcome() (outcome, error) {
 
 func (g *group) brokenOutcomeOf(err error) (outcome, error) {
 	g.endTxn()
-	if retryable(err) {
+	if rerunnable(err) {
 		return conflict, err
 	}
 	return faulted, g.s.fault(context.Background(), "update", err)
@@ -726,7 +726,7 @@ func (g *group) acquire(ctx context.Context) error {
 // the same round trip if it has not begun, and returns its rows.
 func (g *group) query(sql string, args ...any) ([]row, error) {
 	if g.broken != nil {
-		return nil, fmt.Errorf("pgstore: transaction aborted: %w", g.broken)
+		return nil, fmt.Errorf("pgstore: transaction aborted: %w (%w)", store.ErrUnavailable, g.broken)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
 	defer cancel()
@@ -757,7 +757,7 @@ func (g *group) query(sql string, args ...any) ([]row, error) {
 // else the cache, else a guess or the database.
 func (g *group) get(key []byte) ([]byte, bool, error) {
 	if g.broken != nil {
-		return nil, false, fmt.Errorf("pgstore: transaction aborted: %w", g.broken)
+		return nil, false, fmt.Errorf("pgstore: transaction aborted: %w (%w)", store.ErrUnavailable, g.broken)
 	}
 	if e, ok := g.reads[string(key)]; ok {
 		return e.v, e.present, nil
@@ -787,33 +787,78 @@ func (g *group) get(key []byte) ([]byte, bool, error) {
 
 // fail records err as the attempt's database error and returns it
 // wrapped for the function.
+// fail records err as the attempt's database error and returns it,
+// marked store.ErrUnavailable, for the function (whose result the
+// attempt then drops: see brokenOutcome).
 func (g *group) fail(err error) error {
 	if g.broken == nil {
 		g.broken = err
 	}
-	return fmt.Errorf("pgstore: %w", err)
+	return fmt.Errorf("pgstore: %w (%w)", store.ErrUnavailable, err)
 }
 
-// markerFound reads back a commit marker on a new connection, trying a
-// few times while the database comes back.
+// markerFound reads back a commit marker on a new connection, trying
+// again while the database is unreachable, for up to s.patience: the
+// group's callers wait, since their commit has begun. Once a read has
+// failed, the store refuses new Updates, and answers those already
+// queued, with store.ErrUnavailable (resolving), rather than hold them
+// behind the committer for as long.
 func (s *Store) markerFound(mark []byte) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
-	defer cancel()
-	if s.foundHook != nil {
-		return s.foundHook(ctx, mark)
+	defer s.resolving.Store(false)
+	if h := s.resolvingHook; h != nil {
+		h()
 	}
-	var last error
-	for attempt := 1; attempt <= 20; attempt++ {
+	read := func(ctx context.Context) (bool, error) {
 		var n int
 		err := s.pool.QueryRow(ctx, s.q.found, mark).Scan(&n)
-		if err == nil {
-			return n > 0, nil
-		}
-		last = err
-		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+		return n > 0, err
 	}
-	return false, last
+	if hook := s.foundHook; hook != nil {
+		read = func(ctx context.Context) (bool, error) { return hook(ctx, mark) }
+	}
+	give := time.Now().Add(s.patience)
+	wait := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
+		found, err := read(ctx)
+		cancel()
+		if err == nil {
+			return found, nil
+		}
+		if !time.Now().Before(give) {
+			return false, err
+		}
+		// The database is unreachable, maybe for a while.
+		s.resolving.Store(true)
+		s.refuseQueued()
+		time.Sleep(min(wait, time.Until(give)))
+		wait = min(2*wait, time.Second)
+	}
 }
+
+// refuseQueued answers the queued Updates with store.ErrUnavailable while
+// the committer cannot run them (markerFound).
+func (s *Store) refuseQueued() {
+	for {
+		select {
+		case r := <-s.reqs:
+			if r.state.CompareAndSwap(stateQueued, stateTaken) {
+				r.answer(errResolving)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// errResolving refuses Updates while the outcome of a commit is being
+// read back.
+var errResolving = fmt.Errorf("pgstore: update: %w (the database is unreachable and the outcome of an earlier commit is not known yet)", store.ErrUnavailable)
+
+// defaultPatience is how long the store tries to read back the marker of
+// a commit whose answer was lost before it fails (Store.patience): long
+// enough for a database to restart or fail over.
+const defaultPatience = 2 * time.Minute
 
 // sweep deletes commit markers older than an hour.
 func (s *Store) sweep() {

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,6 +34,7 @@ func LoseCommitAnswersForTest(s *Store, commit bool, readable bool) {
 		s.foundHook = func(context.Context, []byte) (bool, error) {
 			return false, errors.New("database unreachable")
 		}
+		s.patience = 300 * time.Millisecond
 	}
 }
 
@@ -58,3 +60,32 @@ func OnQueuedForTest(s *Store, fn func()) {
 
 // SchemaForTest names the store's schema.
 func SchemaForTest(s *Store) string { return s.schema }
+
+// HoldMarkerReadsForTest makes every COMMIT's answer lost after the
+// commit was made, and the reading back of its marker wait: reading
+// receives a value when the first read begins, and the reads answer once
+// release is closed.
+func HoldMarkerReadsForTest(s *Store) (reading <-chan struct{}, release chan<- struct{}) {
+	r, rel := make(chan struct{}), make(chan struct{})
+	LoseCommitAnswersForTest(s, true, true)
+	once := sync.OnceFunc(func() { close(r) })
+	failed := false
+	s.foundHook = func(ctx context.Context, mark []byte) (bool, error) {
+		if !failed {
+			// A first read fails, as when the database is unreachable.
+			failed = true
+			return false, errors.New("database unreachable")
+		}
+		once()
+		<-rel
+		s.foundHook = nil
+		var n int
+		err := s.pool.QueryRow(ctx, s.q.found, mark).Scan(&n)
+		return n > 0, err
+	}
+	return r, rel
+}
+
+// OnResolvingForTest sets a function run when the committer starts
+// reading back the marker of a commit whose answer was lost.
+func OnResolvingForTest(s *Store, fn func()) { s.resolvingHook = fn }

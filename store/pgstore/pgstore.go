@@ -65,16 +65,20 @@
 // answered ctx.Err() and its writes are dropped. A group gives up after
 // [Options.MaxAttempts] runs.
 //
-// A commit whose answer is lost (the connection drops during COMMIT) is
-// not guessed at: every group that writes also inserts a random marker
-// into commits, and the store reads it back on a new connection —
-// present, the commit happened; absent, it did not, and the group runs
-// again. Markers are swept after an hour. When even that read fails, the
-// store does as the store contract asks of a durable driver that cannot
-// tell: every later transaction fails with store.ErrFailed until the
-// process restarts. A database that is unreachable or restarting
-// otherwise gives store.ErrUnavailable: nothing written, try again; the
-// store recovers when the database returns.
+// A commit whose answer is lost (the connection drops while the commit's
+// round trip is out, or was dead already: a write to a closed connection
+// may seem to succeed) is not guessed at: every group that writes also
+// inserts a random marker into commits, and the store reads it back on a
+// new connection — present, the commit happened; absent, it did not, and
+// the group runs again. While the database cannot be reached the store
+// tries again, for up to two minutes (a restart, a failover): the group's
+// callers wait, and every other Update is refused with
+// store.ErrUnavailable meanwhile. Markers are swept after an hour. When
+// even that fails, the store does as the store contract asks of a durable
+// driver that cannot tell: every later transaction fails with
+// store.ErrFailed until the process restarts. A database that is
+// unreachable or restarting otherwise gives store.ErrUnavailable: nothing
+// written, try again; the store recovers when the database returns.
 //
 // [Store.UpdateDeferred] is group committed like Update; a group all of
 // whose transactions are deferred commits with synchronous_commit off for
@@ -238,6 +242,12 @@ type Store struct {
 	// failed is set when a commit's outcome could not be learnt: from
 	// then on every View and Update returns it.
 	failed atomic.Pointer[error]
+	// resolving is set while the committer reads back the marker of a
+	// commit whose answer was lost: Updates are refused meanwhile.
+	resolving atomic.Bool
+	// patience bounds that reading back (defaultPatience; tests shorten
+	// it).
+	patience time.Duration
 
 	txns, groups, reruns, stale atomic.Uint64
 
@@ -253,6 +263,8 @@ type Store struct {
 	commitHook func(ctx context.Context, send func() error) error
 	foundHook  func(context.Context, []byte) (bool, error)
 	queuedHook func()
+	// resolvingHook runs when the committer starts reading a marker back.
+	resolvingHook func()
 }
 
 var (
@@ -304,6 +316,7 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 		attempts:      o.MaxAttempts,
 		maxGroup:      o.MaxGroup,
 		groupTime:     maxGroupTime,
+		patience:      defaultPatience,
 		log:           o.Logger,
 		q:             newQueries(o.Schema),
 		reqs:          make(chan *request, o.MaxGroup),
@@ -506,6 +519,12 @@ func (s *Store) Stats() Stats {
 // the store is closed or failed, or ctx is done. On nil the caller must
 // call s.inflight.Done.
 func (s *Store) enter(ctx context.Context) error {
+	return s.enterAs(ctx, false)
+}
+
+// enterAs is enter, for an Update when update is set: Updates are also
+// refused while the outcome of a commit is being read back.
+func (s *Store) enterAs(ctx context.Context, update bool) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -516,6 +535,9 @@ func (s *Store) enter(ctx context.Context) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if update && s.resolving.Load() {
+		return errResolving
 	}
 	s.inflight.Add(1)
 	return nil
@@ -562,6 +584,21 @@ func retryable(err error) bool {
 		return len(pe.Code) == 5 && (pe.Code[:2] == "08" || pe.Code == "57P01")
 	}
 	return pgconn.SafeToRetry(err) || isConnectionLoss(err)
+}
+
+// rerunnable reports an error of a View, or of an Update's group before
+// its commit was sent, after which running again on another connection
+// may succeed: anything but an error the server reported for a
+// statement, unless that is itself retryable. Neither has written
+// anything, so a connection that died under them, even mid-statement,
+// costs only the attempt; after the database restarts every idle
+// connection of the pool is dead, and each is found so in turn.
+func rerunnable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Severity != "FATAL" && pe.Severity != "PANIC" {
+		return retryable(err)
+	}
+	return true
 }
 
 func isConnectionLoss(err error) bool {

@@ -137,7 +137,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 			ferr = v.run(fn)
 		}
 		v.end()
-		if v.broken != nil && ctx.Err() == nil && retryable(v.broken) && attempt < s.attempts {
+		if v.broken != nil && ctx.Err() == nil && rerunnable(v.broken) && attempt < s.attempts {
 			continue
 		}
 		if ferr != nil {
@@ -200,7 +200,7 @@ func (v *view) query(sql string, args ...any) ([]row, error) {
 	case v.stale:
 		return nil, errStale
 	case v.broken != nil:
-		return nil, fmt.Errorf("pgstore: transaction aborted: %w", v.broken)
+		return nil, fmt.Errorf("pgstore: transaction aborted: %w (%w)", store.ErrUnavailable, v.broken)
 	}
 	if v.conn == nil {
 		conn, err := v.s.pool.Acquire(v.ctx)
@@ -252,11 +252,14 @@ func (v *view) query(sql string, args ...any) ([]row, error) {
 	return rows, nil
 }
 
+// fail records err as the View's database error and returns it, marked
+// store.ErrUnavailable, for the function: a function passes on the
+// errors of its reads, and View returns the function's error as it is.
 func (v *view) fail(err error) error {
 	if v.broken == nil {
 		v.broken = err
 	}
-	return fmt.Errorf("pgstore: %w", err)
+	return fmt.Errorf("pgstore: %w (%w)", store.ErrUnavailable, err)
 }
 
 // cloneArgs copies the byte slices among args: the caller may reuse
