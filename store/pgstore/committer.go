@@ -439,6 +439,11 @@ func (g *group) prepare() bool {
 		_, _ = rand.Read(p.marker)
 		b.Queue(s.q.mark, p.marker, time.Now().UTC())
 	}
+	if p.writes && s.notify {
+		// Delivered when, and only if, the transaction commits: other
+		// processes' watchers (Watch) learn of the commit.
+		b.Queue("NOTIFY " + s.schema)
+	}
 	if p.async {
 		b.Queue(asyncCommit)
 	}

@@ -118,18 +118,24 @@
 // "pgstore: a value this process cached has changed; …""), as it shows
 // each 40001.
 //
+// The store is a [store.Watcher]: every group that writes sends NOTIFY on
+// a channel named after the schema in its commit's round trip, and
+// [Store.Watch] LISTENs on one connection of its own, so that a process
+// learns of the others' commits (the record's followers wake on them).
+//
 // # CockroachDB
 //
 // Only plain SQL both PostgreSQL and CockroachDB accept is used (bytea,
 // ON CONFLICT, unnest, = ANY, correlated subqueries, a failing cast as
-// the check, no advisory locks, no LISTEN, no PL/pgSQL): see
-// docs/DESIGN.md. Group commit, the cache and its check, and the Views'
+// the check, no advisory locks, no PL/pgSQL), except NOTIFY and LISTEN,
+// on PostgreSQL only: see docs/DESIGN.md. Group commit, the cache and its check, and the Views'
 // single round trip need nothing else, and CockroachDB reports its own
 // transaction restarts as 40001, which run the group again; this driver
-// has not been run against CockroachDB. Two things differ there: the
+// has not been run against CockroachDB. Three things differ there: the
 // connections keep CockroachDB's planner settings (enable_seqscan is a
-// PostgreSQL setting), and UpdateDeferred is an Update, since CockroachDB
-// has no synchronous_commit and always waits for durability.
+// PostgreSQL setting); UpdateDeferred is an Update, since CockroachDB has
+// no synchronous_commit and always waits for durability; and there is no
+// LISTEN, so Watch signals once and a follower relies on its own polling.
 //
 // # Erasure
 //
@@ -257,6 +263,9 @@ type Store struct {
 	// synchronous_commit off, and cleared by the next synchronous commit.
 	asyncUnflushed bool
 
+	// watchState is Watch's (watch.go).
+	watchState
+
 	// Test hooks (export_test.go), nil in production: commitHook wraps
 	// the round trip that sends a group's commit, found replaces reading
 	// a marker back, queued runs after an Update is queued.
@@ -334,6 +343,9 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	s.async = !strings.Contains(version, "CockroachDB")
+	s.notify = s.async
+	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
+	s.listenDone = make(chan struct{})
 	go s.committer()
 	return s, nil
 }
@@ -506,6 +518,7 @@ func (s *Store) Close() error {
 	s.inflight.Wait()
 	close(s.stop)
 	<-s.committerDone
+	s.stopWatching()
 	s.pool.Close()
 	return nil
 }
