@@ -1,39 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestServeOnPostgres runs the reference server on PostgreSQL (--store):
 // a payment settles, and after a restart on the same database the record
 // continues and verifies.
 func TestServeOnPostgres(t *testing.T) {
-	base := os.Getenv("COUNTERSIGN_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("set COUNTERSIGN_TEST_POSTGRES (e.g. postgres://postgres@127.0.0.1:5432/test) to run the server on PostgreSQL")
-	}
-	schema := fmt.Sprintf("cs_serve_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if conn, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			conn.Close(ctx)
-		}
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	storeURL := base + sep + "schema=" + schema
+	storeURL := pgTestStore(t, "cs_serve")
 	dir := t.TempDir()
 	url, stop := startServe(t, dir, "--sandbox-latency", "off", "--store", storeURL)
 	sandbox := filepath.Join(dir, "sandbox")
