@@ -375,7 +375,10 @@ func buyAcrossReplicas(t *testing.T, rs *replicas, operatorKey, id string) int {
 		var wg sync.WaitGroup
 		for j, r := range []int{2, 0} {
 			wg.Add(1)
-			go func() { defer wg.Done(); got[j] = buy(r, "--cart", q.str("id"), "--line", "sku-mug:2,sku-book", "--idempotency-key", key) }()
+			go func() {
+				defer wg.Done()
+				got[j] = buy(r, "--cart", q.str("id"), "--line", "sku-mug:2,sku-book", "--idempotency-key", key)
+			}()
 		}
 		wg.Wait()
 		for _, g := range got {
