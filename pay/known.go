@@ -2,6 +2,7 @@ package pay
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,11 @@ type KnownMandate struct {
 	IssuedAt                      time.Time     `json:"issuedAt"`
 	ExpiresAt                     time.Time     `json:"expiresAt"`
 	FirstSeenAt                   time.Time     `json:"firstSeenAt"`
+	// Seq orders the mandates as the transactions that first honoured
+	// them committed (a counter the store serializes): lists follow it,
+	// so a mandate first used on another server after a reader paged
+	// past its id is still listed. 0 for mandates remembered before.
+	Seq uint64 `json:"seq,omitempty" doc:"The order in which this deployment first honoured its mandates, which lists follow; absent for mandates first honoured before the order was kept."`
 }
 
 func knownOf(m *Mandate, now time.Time) KnownMandate {
@@ -66,12 +72,32 @@ func (s *Service) rememberMandate(txn store.Txn, m *Mandate, now time.Time) erro
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	b, err := json.Marshal(knownOf(m, now))
+	k := knownOf(m, now)
+	// The counter is read and written in this transaction: two servers
+	// remembering mandates at once conflict on it, and one runs again.
+	next := uint64(1)
+	switch c, err := txn.Get([]byte(keyMandateSeq)); {
+	case err == nil && len(c) == 8:
+		next = binary.BigEndian.Uint64(c) + 1
+	case err == nil:
+		return fmt.Errorf("pay: stored mandate counter has %d bytes", len(c))
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	k.Seq = next
+	if err := txn.Set([]byte(keyMandateSeq), binary.BigEndian.AppendUint64(nil, next)); err != nil {
+		return err
+	}
+	b, err := json.Marshal(k)
 	if err != nil {
 		return err
 	}
 	return txn.Set([]byte(keyMandate+m.ID), b)
 }
+
+// keyMandateSeq counts the mandates remembered (see KnownMandate.Seq).
+// It sorts outside keyMandate's prefix.
+const keyMandateSeq = "pay/mandate-seq"
 
 // Mandates returns the live mandates the service has honoured: not expired
 // at the service's clock and not revoked, ordered by id.

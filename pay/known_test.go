@@ -30,7 +30,7 @@ func TestMandatesLiveOnly(t *testing.T) {
 		PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000, Period: gate.Day, Rails: []string{"sandbox-card"},
 		ConfirmAboveMinor: 10_000, IrreversibleConfirmAboveMinor: 10_000, Approvals: 1,
 		IssuedAt: h.claims.IssuedAt.Truncate(time.Second), ExpiresAt: h.claims.ExpiresAt.Truncate(time.Second),
-		FirstSeenAt: h.clock.Now(),
+		FirstSeenAt: h.clock.Now(), Seq: 1,
 	}}
 	if d := cmp.Diff(want, ms); d != "" {
 		t.Errorf("Mandates (-want +got):\n%s", d)

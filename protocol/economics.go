@@ -3,7 +3,9 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/pay"
@@ -156,6 +158,7 @@ func (s *Service) EconomicsBudgetGet(ctx context.Context, call Call, req *Econom
 		for _, v := range page.Data {
 			list = append(list, v.Mandate)
 		}
+		slices.SortFunc(list, func(a, b pay.KnownMandate) int { return strings.Compare(a.ID, b.ID) }) // a report, by id
 	}
 	out := &EconomicsBudget{Mandates: []MandateBudget{}}
 	now := s.now().UTC()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/errcode"
+	"github.com/countersign/countersign/internal/seqlist"
 	"github.com/countersign/countersign/pay"
 )
 
@@ -88,7 +89,7 @@ func (s *Service) mandateView(ctx context.Context, km *pay.KnownMandate) (*Manda
 
 // MandateListRequest is the body of mandate.list.
 type MandateListRequest struct {
-	Cursor string `json:"cursor,omitempty" validate:"max=128" doc:"The last mandate id of the previous page."`
+	Cursor string `json:"cursor,omitempty" validate:"max=128" doc:"Opaque: the nextCursor of the previous page."`
 	Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
@@ -102,27 +103,36 @@ type MandatePage struct {
 // MandateList lists the live mandates honoured for the caller's agents,
 // by id.
 func (s *Service) MandateList(ctx context.Context, call Call, req *MandateListRequest) (*MandatePage, error) {
+	after, err := seqlist.ParseCursor(req.Cursor)
+	if err != nil {
+		return nil, errBadCursor
+	}
 	all, err := s.pay.Mandates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	// In the order the transactions that first honoured them committed
+	// (pay.KnownMandate.Seq; those remembered before it, at 0, by id).
+	pos := func(k *pay.KnownMandate) seqlist.Pos { return seqlist.Pos{Seq: k.Seq, ID: k.ID} }
+	sort.Slice(all, func(i, j int) bool { return pos(&all[i]).Before(pos(&all[j])) })
 	limit := req.Limit
 	if limit == 0 {
 		limit = defaultLimit
 	}
 	out := &MandatePage{Data: []MandateView{}}
+	var last *pay.KnownMandate
 	for i := range all {
 		km := &all[i]
-		if km.ID <= req.Cursor || !slices.Contains(call.Agent.Agents, km.Agent) {
+		if !after.Before(pos(km)) || !slices.Contains(call.Agent.Agents, km.Agent) {
 			continue
 		}
 		if len(out.Data) == limit {
 			out.HasMore = true
-			c := out.Data[len(out.Data)-1].Mandate.ID
+			c := pos(last).Cursor()
 			out.NextCursor = &c
 			break
 		}
+		last = km
 		v, err := s.mandateView(ctx, km)
 		if err != nil {
 			return nil, err

@@ -222,8 +222,9 @@ func TestMandateGetStatus(t *testing.T) {
 	}
 }
 
-// TestMandateList pages the caller's live mandates by id: another agent's
-// mandate, an expired and a revoked one never show.
+// TestMandateList pages the caller's live mandates in the order they were
+// first honoured (commit order, not id order): another agent's mandate, an
+// expired and a revoked one never show.
 func TestMandateList(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	ctx := t.Context()
@@ -246,12 +247,12 @@ func TestMandateList(t *testing.T) {
 		limit int
 		pages [][]string
 	}{
-		{0, [][]string{{"mdt-1", "mdt-a", "mdt-b", "mdt-c", "mdt-d"}}},
-		{100, [][]string{{"mdt-1", "mdt-a", "mdt-b", "mdt-c", "mdt-d"}}},
-		{2, [][]string{{"mdt-1", "mdt-a"}, {"mdt-b", "mdt-c"}, {"mdt-d"}}},
-		{1, [][]string{{"mdt-1"}, {"mdt-a"}, {"mdt-b"}, {"mdt-c"}, {"mdt-d"}}},
-		{5, [][]string{{"mdt-1", "mdt-a", "mdt-b", "mdt-c", "mdt-d"}}},
-		{4, [][]string{{"mdt-1", "mdt-a", "mdt-b", "mdt-c"}, {"mdt-d"}}},
+		{0, [][]string{{"mdt-a", "mdt-b", "mdt-c", "mdt-d", "mdt-1"}}},
+		{100, [][]string{{"mdt-a", "mdt-b", "mdt-c", "mdt-d", "mdt-1"}}},
+		{2, [][]string{{"mdt-a", "mdt-b"}, {"mdt-c", "mdt-d"}, {"mdt-1"}}},
+		{1, [][]string{{"mdt-a"}, {"mdt-b"}, {"mdt-c"}, {"mdt-d"}, {"mdt-1"}}},
+		{5, [][]string{{"mdt-a", "mdt-b", "mdt-c", "mdt-d", "mdt-1"}}},
+		{4, [][]string{{"mdt-a", "mdt-b", "mdt-c", "mdt-d"}, {"mdt-1"}}},
 	} {
 		t.Run(itoa(tc.limit), func(t *testing.T) {
 			var pages [][]string
@@ -275,7 +276,7 @@ func TestMandateList(t *testing.T) {
 					}
 					break
 				}
-				if page.NextCursor == nil || *page.NextCursor != ids[len(ids)-1] {
+				if page.NextCursor == nil || *page.NextCursor == "" {
 					t.Fatalf("page %v: hasMore with nextCursor %v", ids, page.NextCursor)
 				}
 				cursor = *page.NextCursor

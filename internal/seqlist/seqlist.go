@@ -84,6 +84,15 @@ var ErrBadCursor = errors.New("seqlist: malformed cursor")
 // fails to parse instead of naming some other place.
 const cursorVersion = 1
 
+// Before reports whether p comes before q in a list: by seq, then by id,
+// the order of their order rows.
+func (p Pos) Before(q Pos) bool {
+	if p.Seq != q.Seq {
+		return p.Seq < q.Seq
+	}
+	return p.ID < q.ID
+}
+
 // Cursor returns the opaque cursor that continues after p: base64url (no
 // padding) of a version byte, the seq (8 bytes, big-endian) and the id.
 func (p Pos) Cursor() string {
