@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -90,11 +91,9 @@ func TestReplicasSurvivePostgresRestart(t *testing.T) {
 	connURL, restart := privatePostgres(t)
 	rs := startReplicas(t, 3, connURL+"?schema=cs_restart&pool_max_conns=8", "--sandbox-latency", "1ms-4ms",
 		"--agent-rate", "100000", "--agent-burst", "100000", "--breaker-after", "100000")
-	load := newPayLoad(t, rs.sandbox(), "pgrestart", 360)
-	var restarting sync.WaitGroup
-	answers, restarts := load.crashLoop(t, 4, rs.all,
-		func() { restarting.Add(1); go func() { defer restarting.Done(); restart() }() },
-		func() { restarting.Wait(); rs.revive(t) })
+	load := newPayLoad(t, rs.sandbox(), "pgrestart", 1200)
+	answers, restarts := failoverLoad(t, rs, load, 3, func(*rand.Rand) { restart() })
+	rs.revive(t)
 	load.checkReplays(t, answers, rs.url(0), rs.url(1), rs.url(2))
 	for i, p := range rs.all() {
 		if p.cmd.ProcessState != nil {
