@@ -439,9 +439,14 @@ func failoverLoad(t *testing.T, rs *replicas, load *payLoad, times int, disrupt 
 			}
 		}()
 	}
+	// Paced, so that the load lasts as long as the disruptions take
+	// however fast the replicas answer.
+	pace := time.NewTicker(time.Duration(times) * 600 * time.Millisecond / time.Duration(len(load.bodies)))
 	for i := range load.bodies {
+		<-pace.C
 		work <- i
 	}
+	pace.Stop()
 	close(work)
 	wg.Wait()
 	close(stop)

@@ -138,6 +138,12 @@ func (s *Store) committer() {
 // commits them.
 func (s *Store) runGroup(first *request) {
 	g := &group{s: s, reads: map[string]readEntry{}, attempt: 1, start: time.Now()}
+	if s.lockFirst() {
+		g.beginLocked()
+		// The wait for the lock does not count against the time the
+		// functions may run: the Updates queued meanwhile join.
+		g.start = time.Now()
+	}
 	g.take(first)
 	for !g.full() {
 		select {
@@ -163,6 +169,8 @@ type group struct {
 	// The current attempt.
 	conn   *pgxpool.Conn
 	begun  bool  // BEGIN was sent
+	keep   bool  // refresh began the next attempt's transaction
+	locked bool  // beginLocked began it: the cache is up to date
 	broken error // the first database error: the attempt is over
 	buf    ordered.Map
 	hooks  commithook.List
@@ -195,6 +203,12 @@ type commitPlan struct {
 	stale   []row
 	staleOK bool
 	forget  bool
+	// foreign, when foreignOK, is the log of other processes' changes
+	// read in the commit's round trip; seq is the number the commit gave
+	// its own (coherence.go).
+	foreign   []changed
+	foreignOK bool
+	seq       int64
 }
 
 // full reports that g takes no more Updates.
@@ -318,7 +332,10 @@ func (g *group) finish() bool {
 // rerun starts a new attempt and runs every function again, leaving out
 // the requests whose ctx has ended.
 func (g *group) rerun() {
-	g.endTxn()
+	if !g.keep {
+		g.endTxn() // refresh may have begun the attempt's transaction
+	}
+	g.keep = false
 	g.broken = nil
 	g.buf.Reset()
 	g.hooks.Reset()
@@ -337,6 +354,9 @@ func (g *group) rerun() {
 	}
 	clear(g.reqs[len(reqs):])
 	g.reqs = reqs
+	if len(g.reqs) > 0 && g.s.lockFirst() && !g.begun {
+		g.beginLocked()
+	}
 	for _, r := range g.reqs {
 		if g.broken != nil {
 			return // the commit runs the group again
@@ -426,13 +446,21 @@ func (g *group) prepare() bool {
 	}
 	b := &pgx.Batch{}
 	if !g.begun {
-		b.Queue(beginSerializable)
+		g.queueBegin(b)
+	}
+	if s.serialize && !g.locked {
+		// Before the check, so that its rows arrive even when the check
+		// fails: they say which cached values to forget.
+		s.queueChanges(b, &p.foreign, &p.foreignOK)
 	}
 	if len(p.checkK) > 0 {
 		b.Queue(s.q.guard, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV))
 	}
 	if p.writes {
 		g.queueWrites(b)
+		if s.serialize {
+			g.queueLogChange(b)
+		}
 	}
 	if p.mark {
 		p.marker = make([]byte, 16)
@@ -502,8 +530,13 @@ func (g *group) conclude(err error) (outcome, error) {
 		case pe.Code == "22P02" && len(p.checkK) > 0:
 			// The guard (nothing else in the batch casts text): a
 			// cached or guessed value was wrong. Learn what the database
-			// holds and run again.
-			g.refresh()
+			// holds and run again: with the commit lock, from the log of
+			// changed keys before the next attempt's functions run.
+			if s.serialize {
+				s.lockFirstUntil = time.Now().Add(s.lockFirstFor)
+			} else {
+				g.refresh()
+			}
 			s.stale.Add(1)
 			return again, err
 		case retryable(err) || pe.Code == "23505":
@@ -544,6 +577,11 @@ func (g *group) conclude(err error) (outcome, error) {
 // (the cache, the guesses' record, the counts) and returns it.
 func (g *group) land() (outcome, error) {
 	s, p := g.s, &g.plan
+	if p.foreignOK {
+		// Other processes' changes, read under the commit lock, come
+		// before this group's own writes (put below).
+		s.apply(p.foreign)
+	}
 	switch {
 	case g.out == committed:
 		if p.guessesOK {
@@ -559,6 +597,9 @@ func (g *group) land() (outcome, error) {
 			s.txns.Add(uint64(n))
 		}
 		if p.writes {
+			if s.serialize {
+				s.seen = p.seq
+			}
 			g.buf.Ascend(func(e ordered.Entry) { s.cache.put(e.Key, e.Value, !e.Tombstone) })
 			if s.groups.Add(1)%1000 == 0 {
 				s.sweep()
@@ -577,11 +618,19 @@ func (g *group) land() (outcome, error) {
 		g.learn(p.stale)
 	case p.forget || g.out == again:
 		// Another process probably changed one of the values checked.
-		for _, k := range p.checkK {
-			s.cache.drop(k)
+		// With the commit lock, the log of changed keys says which
+		// (apply, in the next attempt's beginLocked); should it not
+		// (a process that does not log), the check keeps failing, and
+		// after two attempts the values checked are read again.
+		if !s.serialize || g.attempt >= 2 {
+			for _, k := range p.checkK {
+				s.cache.invalidate(k)
+			}
 		}
 	}
-	g.endTxn()
+	if !g.keep {
+		g.endTxn()
+	}
 	return g.out, g.err
 }
 
@@ -619,24 +668,58 @@ func (g *group) queueWrites(b *pgx.Batch) {
 	}
 }
 
+// queueLogChange queues the insert of the group's row in the log of
+// changed keys (coherence.go), which numbers it.
+func (g *group) queueLogChange(b *pgx.Batch) {
+	keys := make([][]byte, 0, g.buf.Len())
+	g.buf.Ascend(func(e ordered.Entry) { keys = append(keys, e.Key) })
+	p := &g.plan
+	b.Queue(g.s.q.logChange, time.Now().UTC(), pgtype.FlatArray[[]byte](keys)).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&p.seq)
+	})
+}
+
 // refresh reads, after the guard refused an attempt, the values the
 // database holds for the keys the attempt took from the cache or guessed,
-// for land to learn.
+// for land to learn. It reads them in a new transaction, begun (and so
+// holding the commit lock, where it is taken) for the group's next
+// attempt: with the lock, no other process commits between the reading
+// and that attempt's commit, so the values it learns stay true.
 func (g *group) refresh() {
 	s, p := g.s, &g.plan
 	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
 	defer cancel()
-	pr, err := s.pool.Query(ctx, s.q.refresh, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV))
-	if err != nil {
+	if err := g.acquire(ctx); err != nil {
 		return
 	}
+	b := &pgx.Batch{}
+	g.queueBegin(b)
 	// Not queryRows: a NULL value is an absent key here.
 	var r row
-	_, err = pgx.ForEachRow(pr, []any{&r.k, &r.v}, func() error {
-		p.stale = append(p.stale, r)
-		return nil
+	b.Queue(s.q.refresh, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV)).Query(func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&r.k, &r.v}, func() error {
+			p.stale = append(p.stale, r)
+			return nil
+		})
+		return err
 	})
-	p.staleOK = err == nil
+	if err := g.conn.SendBatch(ctx, b).Close(); err != nil {
+		g.endTxn()
+		return
+	}
+	g.begun, g.keep = true, true
+	p.staleOK = true
+}
+
+// queueBegin queues the statements that begin the committer's
+// transactions: BEGIN and, where it is taken, the commit lock, which
+// PostgreSQL grants before the transaction's snapshot is taken (LOCK
+// TABLE takes none; the first statement after it does).
+func (g *group) queueBegin(b *pgx.Batch) {
+	b.Queue(beginSerializable)
+	if g.s.serialize {
+		b.Queue(g.s.q.lock)
+	}
 }
 
 // learn records, for the guesses, whether each guessed key turned out
@@ -691,6 +774,7 @@ func (g *group) runHooks() (err error) {
 // endTxn rolls back the attempt's transaction if it is open and releases
 // its connection.
 func (g *group) endTxn() {
+	g.keep, g.locked = false, false
 	if g.conn == nil {
 		g.begun = false
 		return
@@ -711,7 +795,7 @@ func (g *group) release() {
 		g.conn.Release()
 		g.conn = nil
 	}
-	g.begun = false
+	g.begun, g.locked = false, false
 }
 
 // acquire gives the attempt a connection.
@@ -744,7 +828,7 @@ func (g *group) query(sql string, args ...any) ([]row, error) {
 		rows, err = queryRows(g.conn.Query(ctx, sql, args...))
 	} else {
 		b := &pgx.Batch{}
-		b.Queue(beginSerializable)
+		g.queueBegin(b)
 		b.Queue(sql, args...).Query(func(r pgx.Rows) error {
 			rows, err = queryRows(r, nil)
 			return err
@@ -767,11 +851,12 @@ func (g *group) get(key []byte) ([]byte, bool, error) {
 	if e, ok := g.reads[string(key)]; ok {
 		return e.v, e.present, nil
 	}
-	if c, ok := g.s.cache.get(key); ok {
+	c, ok := g.s.cache.get(key)
+	if ok && !c.unknown {
 		g.reads[string(key)] = readEntry{v: c.v, present: c.present}
 		return c.v, c.present, nil
 	}
-	if g.s.cache.guessAbsent() {
+	if !ok && g.s.cache.guessAbsent() {
 		g.reads[string(key)] = readEntry{guessed: true}
 		return nil, false, nil
 	}
@@ -786,7 +871,11 @@ func (g *group) get(key []byte) ([]byte, bool, error) {
 	}
 	g.reads[string(key)] = e
 	g.s.cache.put(key, e.v, e.present)
-	g.s.cache.missed(e.present)
+	if !ok {
+		// Not a key another process was seen to change: a fair sample
+		// for the guesses.
+		g.s.cache.missed(e.present)
+	}
 	return e.v, e.present, nil
 }
 
@@ -865,12 +954,18 @@ var errResolving = fmt.Errorf("pgstore: update: %w (the database is unreachable 
 // enough for a database to restart or fail over.
 const defaultPatience = 2 * time.Minute
 
-// sweep deletes commit markers older than an hour.
+// sweep deletes commit markers older than an hour, and the log of
+// changed keys' old rows.
 func (s *Store) sweep() {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTrip)
 	defer cancel()
 	if _, err := s.pool.Exec(ctx, s.q.sweep, time.Now().Add(-time.Hour).UTC()); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "pgstore: sweeping commit markers", slog.Any("error", err))
+	}
+	if s.serialize {
+		if err := s.sweepChanges(ctx); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelError, "pgstore: sweeping the log of changed keys", slog.Any("error", err))
+		}
 	}
 }
 
@@ -896,6 +991,9 @@ type readCache struct {
 type cached struct {
 	v       []byte // never modified: the cache and the readers share it
 	present bool
+	// unknown marks a key another process changed (coherence.go): read
+	// it, neither trust nor guess it.
+	unknown bool
 }
 
 // A generation is full when it holds this much.
@@ -929,12 +1027,23 @@ func (c *readCache) put(key, v []byte, present bool) {
 	c.bytes += len(key) + len(v)
 }
 
-func (c *readCache) drop(key []byte) {
-	if old, ok := c.cur[string(key)]; ok {
-		c.bytes -= len(key) + len(old.v)
-		delete(c.cur, string(key))
+// invalidate marks key unknown and reports whether it held a value (or
+// a known absence) before.
+func (c *readCache) invalidate(key []byte) bool {
+	e, ok := c.get(key)
+	if ok && e.unknown {
+		return false
 	}
-	delete(c.old, string(key))
+	c.put(key, nil, false)
+	c.cur[string(key)] = cached{unknown: true}
+	return ok
+}
+
+// reset forgets everything, and guesses nothing until misses come out
+// absent again.
+func (c *readCache) reset() {
+	c.cur, c.old, c.bytes = nil, nil, 0
+	c.missPresent = 1
 }
 
 // guessAbsent reports whether a key the cache does not hold should be

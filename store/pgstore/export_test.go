@@ -89,3 +89,7 @@ func HoldMarkerReadsForTest(s *Store) (reading <-chan struct{}, release chan<- s
 // OnResolvingForTest sets a function run when the committer starts
 // reading back the marker of a commit whose answer was lost.
 func OnResolvingForTest(s *Store, fn func()) { s.resolvingHook = fn }
+
+// LockFirstForTest makes the store take the commit lock before its
+// groups' functions run for d after it last saw another process's change.
+func LockFirstForTest(s *Store, d time.Duration) { s.lockFirstFor = d }

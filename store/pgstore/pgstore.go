@@ -7,13 +7,13 @@
 // Everything lives in one schema (Options.Schema, default "countersign"):
 // the key-value table kv (k bytea PRIMARY KEY, v bytea NOT NULL), whose
 // ordered primary key gives bytewise iteration (bytea compares bytewise);
-// schema_version, the migrations applied; and commits, the markers that
-// resolve a commit whose answer was lost. [Open] creates and migrates the
-// schema: versioned, idempotent migrations, safe when several processes
-// open the same database at once. The pool's connections to PostgreSQL
-// run with sequential scans off: every statement reads through the
-// primary key, and a plan pgx's statement cache kept from when the table
-// was new must not scan all of it once it has grown.
+// schema_version, the migrations applied; commits, the markers that
+// resolve a commit whose answer was lost; and changes, the log of changed
+// keys that keeps several processes' caches coherent (coherence.go).
+// [Open] creates and migrates the schema: versioned, idempotent
+// migrations, safe when several processes open the same database at
+// once. The pool's connections to PostgreSQL run with sequential scans
+// and JIT compilation off (sessionSettings).
 //
 // # Group commit
 //
@@ -108,15 +108,21 @@
 //
 // # Several processes
 //
-// Several processes may open one database and schema. Each commits its
-// own groups; PostgreSQL's serializable isolation refuses one of two
-// groups that conflict (40001), which then runs again, and the check of
-// cached values sees what the other process committed. The cache never
-// lets a stale value commit, but every group a process runs after another
-// process wrote a key it cached runs twice, and PostgreSQL's log then
-// shows the check's error ("invalid input syntax for type integer:
-// "pgstore: a value this process cached has changed; …""), as it shows
-// each 40001.
+// Several processes may open one database and schema. On PostgreSQL
+// their groups commit one at a time, under a commit lock that each
+// transaction of a committer takes right after BEGIN, before its
+// snapshot; and every group that writes logs the keys it changed, so that
+// each process brings its cache up to date with the others' changes when
+// it takes the lock. A process that has seen another's change lately
+// takes the lock before its group's functions run, so that they read
+// current values and the group commits at once; coherence.go has the
+// design. Should a cached value still be stale (a writer outside this
+// package), the check refuses it and the group runs again, as above;
+// PostgreSQL's log then shows the check's error ("invalid input syntax
+// for type integer: "pgstore: a value this process cached has changed;
+// …""). On CockroachDB, which has no LOCK TABLE, the groups of several
+// processes are ordered by serializable isolation alone: one of two that
+// conflict is refused (40001) and runs again.
 //
 // The store is a [store.Watcher]: every group that writes sends NOTIFY on
 // a channel named after the schema in its commit's round trip, and
@@ -230,7 +236,12 @@ type Store struct {
 	// async is set when synchronous_commit can be switched off for one
 	// transaction (PostgreSQL; not CockroachDB).
 	async bool
-	q     queries
+	// serialize is set when every transaction the committer begins takes
+	// the commit lock first, before its snapshot (PostgreSQL; not
+	// CockroachDB, which has no LOCK TABLE): see "Several processes" in
+	// the package documentation.
+	serialize bool
+	q         queries
 
 	// reqs carries queued Updates to the committer, in arrival order.
 	reqs chan *request
@@ -262,6 +273,12 @@ type Store struct {
 	// asyncUnflushed is set after a group committed with
 	// synchronous_commit off, and cleared by the next synchronous commit.
 	asyncUnflushed bool
+	// seen is the last change (coherence.go) whose keys the cache
+	// accounts for; lockFirstUntil, while in the future, makes each
+	// group take the commit lock before its functions run.
+	seen           int64
+	lockFirstUntil time.Time
+	lockFirstFor   time.Duration
 
 	// watchState is Watch's (watch.go).
 	watchState
@@ -314,7 +331,7 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	cfg.AfterConnect = noSeqScans
+	cfg.AfterConnect = sessionSettings
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
@@ -326,6 +343,7 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 		maxGroup:      o.MaxGroup,
 		groupTime:     maxGroupTime,
 		patience:      defaultPatience,
+		lockFirstFor:  defaultLockFirstFor,
 		log:           o.Logger,
 		q:             newQueries(o.Schema),
 		reqs:          make(chan *request, o.MaxGroup),
@@ -344,31 +362,45 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 	}
 	s.async = !strings.Contains(version, "CockroachDB")
 	s.notify = s.async
+	s.serialize = s.async
+	if s.serialize {
+		if err := pool.QueryRow(ctx, s.q.lastChange).Scan(&s.seen); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("pgstore: %w", err)
+		}
+	}
 	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
 	s.listenDone = make(chan struct{})
 	go s.committer()
 	return s, nil
 }
 
-// noSeqScans turns sequential scans off for a new connection to
-// PostgreSQL. Every statement of the store reads keys or a range of keys
-// through the primary key, and a connection keeps the plan of each (pgx
-// prepares them): a plan made while the table was new, before PostgreSQL
-// analyzed it, could otherwise scan the whole table for every lookup
-// once it has grown (seen: 5 scans of 10,000 rows a payment). A statement
-// with no index to use (sweeping old commit markers) still runs.
-// CockroachDB has no such setting, and plans differently.
-func noSeqScans(ctx context.Context, c *pgx.Conn) error {
+// sessionSettings sets up a new connection to PostgreSQL: sequential
+// scans and JIT compilation off. Every statement of the store reads keys
+// or a range of keys through the primary key, and a connection keeps the
+// plan of each (pgx prepares them): a plan made while the table was new,
+// before PostgreSQL analyzed it, could otherwise scan the whole table for
+// every lookup once it has grown (seen: 5 scans of 10,000 rows a
+// payment). A statement with no index to use (sweeping old commit
+// markers) still runs. And the read of the log of changed keys, a lookup
+// per key whose count the planner cannot know, is costed high enough to
+// be compiled by JIT on every run: 13 ms, for a statement that takes a
+// fraction of one. CockroachDB has neither setting, and plans
+// differently.
+func sessionSettings(ctx context.Context, c *pgx.Conn) error {
 	if c.PgConn().ParameterStatus("crdb_version") != "" {
 		return nil
 	}
-	_, err := c.Exec(ctx, "SET enable_seqscan = off")
+	_, err := c.Exec(ctx, "SET enable_seqscan = off; SET jit = off")
 	return err
 }
 
 // queries are the store's statements, built once for its schema.
 type queries struct {
 	get, insert, upsert, del, mark, found, sweep string
+	// lock is the commit lock, and the others the log of changed keys:
+	// see coherence.go.
+	lock, changesSince, logChange, lastChange, sweepChanges string
 	// refresh returns the keys among $1 whose value is not the one in $2
 	// (NULL for absent), with their value (NULL for absent); guard fails
 	// when there is one (see the package documentation).
@@ -399,14 +431,25 @@ func newQueries(schema string) queries {
 	mismatch := " FROM (SELECT c.k, c.v, (SELECT kv.v FROM " + t + " AS kv WHERE kv.k = c.k) AS cur" +
 		" FROM unnest($1::bytea[], $2::bytea[]) AS c(k, v) OFFSET 0) AS x WHERE cur IS DISTINCT FROM v"
 	q := queries{
-		get:     "SELECT v FROM " + t + " WHERE k = $1",
-		insert:  "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
-		upsert:  "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
-		del:     "DELETE FROM " + t + " WHERE k = ANY($1::bytea[])",
-		mark:    "INSERT INTO " + schema + ".commits (id, at) VALUES ($1, $2)",
-		found:   "SELECT count(*) FROM " + schema + ".commits WHERE id = $1",
-		sweep:   "DELETE FROM " + schema + ".commits WHERE at < $1",
-		refresh: "SELECT k, cur" + mismatch,
+		get:    "SELECT v FROM " + t + " WHERE k = $1",
+		insert: "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
+		upsert: "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+		del:    "DELETE FROM " + t + " WHERE k = ANY($1::bytea[])",
+		mark:   "INSERT INTO " + schema + ".commits (id, at) VALUES ($1, $2)",
+		found:  "SELECT count(*) FROM " + schema + ".commits WHERE id = $1",
+		sweep:  "DELETE FROM " + schema + ".commits WHERE at < $1",
+		lock:   "LOCK TABLE " + schema + ".changes IN EXCLUSIVE MODE",
+		// Under the lock, max(seq) is the last commit's: no two
+		// processes number a change alike, and none is ever skipped.
+		// Each key another process changed, with what it holds now
+		// (NULL: deleted), looked up on its own as in the guard.
+		changesSince: "SELECT c.seq, u.k, (SELECT kv.v FROM " + t + " AS kv WHERE kv.k = u.k) FROM " + schema +
+			".changes AS c, unnest(c.k) AS u(k) WHERE c.seq > $1",
+		logChange:  "INSERT INTO " + schema + ".changes (seq, at, k) SELECT coalesce(max(seq), 0) + 1, $1, $2 FROM " + schema + ".changes RETURNING seq",
+		lastChange: "SELECT coalesce(max(seq), 0) FROM " + schema + ".changes",
+		// The newest row stays, so that max(seq) never goes back.
+		sweepChanges: "DELETE FROM " + schema + ".changes WHERE at < $1 AND seq < (SELECT max(seq) FROM " + schema + ".changes)",
+		refresh:      "SELECT k, cur" + mismatch,
 		// The cast of the message fails, and aborts the transaction,
 		// only when a value differs (the CASE is not a constant, so it is
 		// evaluated at run time); the database's log then says why.
@@ -454,6 +497,7 @@ func pageQuery(table string, reverse bool, lower int, upper bool) string {
 var migrations = []string{
 	`CREATE TABLE IF NOT EXISTS %[1]s.kv (k bytea PRIMARY KEY, v bytea NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS %[1]s.commits (id bytea PRIMARY KEY, at timestamptz NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS %[1]s.changes (seq bigint PRIMARY KEY, at timestamptz NOT NULL, k bytea[] NOT NULL)`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
