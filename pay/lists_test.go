@@ -26,6 +26,16 @@ func heldIDs(h *harness, cursor string, limit int) ([]string, *string, error) {
 	return out, p.NextCursor, err
 }
 
+// heldOfIDs reads the held list of the harness's agent key.
+func heldOfIDs(h *harness, cursor string, limit int) ([]string, *string, error) {
+	held, next, err := h.svc.HeldOf(context.Background(), h.caller.KeyID, cursor, limit)
+	var out []string
+	for _, in := range held {
+		out = append(out, in.ID)
+	}
+	return out, next, err
+}
+
 func settlingIDs(h *harness, cursor string, limit int) ([]string, *string, error) {
 	p, err := h.svc.Settling(context.Background(), cursor, limit)
 	var out []string
@@ -44,6 +54,7 @@ var listCases = []struct {
 	order string        // the list's order rows
 }{
 	{"held", heldIDs, 20_000, nil, keyHeldOrder},
+	{"held of a key", heldOfIDs, 20_000, nil, keyHeldOrder},
 	{"settling", settlingIDs, 1250, &fake.Options{Fault: func(fake.Op, any) error { return settle.ErrUnavailable }}, keySettlingOrder},
 }
 

@@ -321,7 +321,7 @@ type HeldPage struct {
 func (s *Service) Held(ctx context.Context, cursor string, limit int) (HeldPage, error) {
 	page := HeldPage{Data: []HeldIntent{}}
 	now := s.now()
-	next, err := s.pageList(ctx, heldList, cursor, limit, func(in *Intent) {
+	next, err := s.pageList(ctx, heldList, cursor, limit, func(in *Intent) bool {
 		h := HeldIntent{
 			IntentID: in.ID, AgentKeyID: in.AgentKeyID, Payee: in.Payee, Amount: in.Amount, Purpose: in.Purpose,
 			Rail: in.Terms.Rail, MandateID: in.MandateID, Reasons: []ReasonView{},
@@ -335,12 +335,37 @@ func (s *Service) Held(ctx context.Context, cursor string, limit int) (HeldPage,
 			h.ExpiresAt, h.Approvals = a.ExpiresAt, append(h.Approvals, a.Received...)
 		}
 		page.Data = append(page.Data, h)
+		return true
 	}, func() { page.Data = page.Data[:0] })
 	if err != nil {
 		return HeldPage{}, err
 	}
 	page.HasMore, page.NextCursor = next != nil, next
 	return page, nil
+}
+
+// HeldOf lists the payments of one agent key waiting for approval, in the
+// order they were held. It pages the held list, which follows commit order
+// (package seqlist), rather than the key's intents by creation time: with
+// several servers on one database, ids and creation times are not commit
+// order, and a page read in their order misses an intent held after it
+// was read whose id or creation time sorts before the cursor. The cursor
+// is the next of the previous page ("" for the first); next is nil on the
+// last page, and may lead to an empty page when only other keys' held
+// intents follow. limit is 1..100 (0 means 20); a bad one is
+// audit.ErrBadLimit, a cursor no page returned audit.ErrBadCursor.
+func (s *Service) HeldOf(ctx context.Context, agentKeyID, cursor string, limit int) (intents []*Intent, next *string, err error) {
+	next, err = s.pageList(ctx, heldList, cursor, limit, func(in *Intent) bool {
+		if in.AgentKeyID != agentKeyID || in.Status != StatusPendingApproval || in.Approval == nil {
+			return false
+		}
+		intents = append(intents, in)
+		return true
+	}, func() { intents = intents[:0] })
+	if err != nil {
+		return nil, nil, err
+	}
+	return intents, next, nil
 }
 
 // RefundRequest is the body of POST /operator/refund.

@@ -36,9 +36,10 @@ type SettlingPage struct {
 func (s *Service) Settling(ctx context.Context, cursor string, limit int) (SettlingPage, error) {
 	page := SettlingPage{Data: []SettlingIntent{}}
 	now := s.now()
-	next, err := s.pageList(ctx, settlingList, cursor, limit, func(in *Intent) {
+	next, err := s.pageList(ctx, settlingList, cursor, limit, func(in *Intent) bool {
 		in.Links = s.links(in.ID)
 		page.Data = append(page.Data, SettlingIntent{Intent: *in, AgeSeconds: int64(now.Sub(in.UpdatedAt) / time.Second)})
+		return true
 	}, func() { page.Data = page.Data[:0] })
 	if err != nil {
 		return SettlingPage{}, err
@@ -48,11 +49,15 @@ func (s *Service) Settling(ctx context.Context, cursor string, limit int) (Settl
 }
 
 // pageList reads a page of the intents of list (heldList, settlingList)
-// after cursor, in commit order, calling add for each; reset undoes the
-// adds of an earlier attempt. It returns the next page's cursor, nil on
-// the last page. limit is 1..100 (0 means 20); a bad one is
-// audit.ErrBadLimit, a cursor no page returned audit.ErrBadCursor.
-func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor string, limit int, add func(*Intent), reset func()) (*string, error) {
+// after cursor, in commit order, calling add for each until it took limit
+// of them: add reports whether it took the intent, and a filter returns
+// false (the intent does not count, and the cursor never names it). reset
+// undoes the adds of an earlier attempt. It returns the next page's
+// cursor, nil on the last page; when add filters, the next page may be
+// empty (an intent followed, add was not asked about it). limit is 1..100
+// (0 means 20); a bad one is audit.ErrBadLimit, a cursor no page returned
+// audit.ErrBadCursor.
+func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor string, limit int, add func(*Intent) bool, reset func()) (*string, error) {
 	if limit == 0 {
 		limit = 20
 	}
@@ -78,8 +83,7 @@ func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor strin
 			if err != nil {
 				return false, err
 			}
-			add(in)
-			return true, nil
+			return add(in), nil
 		})
 		return err
 	})

@@ -115,7 +115,7 @@ var methods = []Method{
 		description: "The gate policy in force and its hash: the digest GET /disclose publishes and gate.policy entries record."},
 		(*Service).OversightPolicyGet),
 	declare(decl{ns: "oversight", name: "queue", cred: agent, summary: "The caller's held intents",
-		description: "The caller's intents waiting for approval, oldest first; cursor is the last intent id.",
+		description: "The caller's intents waiting for approval, oldest first (in the order they were held); cursor is the nextCursor of the previous page.",
 		problems:    []string{CodeBadCursor}}, (*Service).OversightQueueGet),
 
 	// revocation

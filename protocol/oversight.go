@@ -2,9 +2,11 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/pay"
 )
 
@@ -66,7 +68,7 @@ func (s *Service) OversightPolicyGet(ctx context.Context, _ Call, _ *Empty) (*Ov
 
 // OversightQueueRequest is the body of oversight.queue.
 type OversightQueueRequest struct {
-	Cursor string `json:"cursor,omitempty" validate:"max=64" doc:"The last intent id of the previous page."`
+	Cursor string `json:"cursor,omitempty" validate:"max=64" doc:"Opaque: the nextCursor of the previous page."`
 	Limit  int    `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }
 
@@ -90,41 +92,28 @@ type OversightQueue struct {
 	NextCursor *string        `json:"nextCursor"`
 }
 
-// OversightQueueGet pages the caller's intents waiting for approval,
-// oldest first.
+// OversightQueueGet pages the caller's intents waiting for approval, in
+// the order they were held: pay's held list, in commit order, so that an
+// intent held after a page was read is on a later page, whatever its id
+// or creation time (several servers on one database mint them before
+// they commit).
 func (s *Service) OversightQueueGet(ctx context.Context, call Call, req *OversightQueueRequest) (*OversightQueue, error) {
 	limit := req.Limit
 	if limit == 0 {
 		limit = defaultLimit
 	}
-	out := &OversightQueue{Data: []QueuedIntent{}}
-	passed := req.Cursor == ""
-	err := s.pay.IntentsOf(ctx, call.Agent.KeyID, time.Time{}, time.Time{}, func(in *pay.Intent) bool {
-		if !passed {
-			passed = in.ID == req.Cursor
-			return true
-		}
-		if in.Status != pay.StatusPendingApproval || in.Approval == nil {
-			return true
-		}
-		if len(out.Data) == limit {
-			out.HasMore = true
-			return false
-		}
-		out.Data = append(out.Data, QueuedIntent{IntentID: in.ID, Route: in.Route, Payee: in.Payee, Amount: in.Amount,
-			MandateID: in.MandateID, ApprovalsRequired: in.Approval.Required, ApprovalsReceived: len(in.Approval.Received),
-			ExpiresAt: in.Approval.ExpiresAt, CreatedAt: in.CreatedAt})
-		return true
-	})
+	held, next, err := s.pay.HeldOf(ctx, call.Agent.KeyID, req.Cursor, limit)
+	if errors.Is(err, audit.ErrBadCursor) {
+		return nil, errBadCursor
+	}
 	if err != nil {
 		return nil, err
 	}
-	if !passed {
-		return nil, errBadCursor
-	}
-	if out.HasMore {
-		c := out.Data[len(out.Data)-1].IntentID
-		out.NextCursor = &c
+	out := &OversightQueue{Data: make([]QueuedIntent, 0, len(held)), HasMore: next != nil, NextCursor: next}
+	for _, in := range held {
+		out.Data = append(out.Data, QueuedIntent{IntentID: in.ID, Route: in.Route, Payee: in.Payee, Amount: in.Amount,
+			MandateID: in.MandateID, ApprovalsRequired: in.Approval.Required, ApprovalsReceived: len(in.Approval.Received),
+			ExpiresAt: in.Approval.ExpiresAt, CreatedAt: in.CreatedAt})
 	}
 	return out, nil
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/countersign/countersign/internal/seqlist"
+	"github.com/countersign/countersign/internal/seqlist/seqlisttest"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/store/memstore"
 )
 
 // ovsSecondKey is another agent key acting for the harness's agent: its
@@ -154,13 +158,42 @@ func ovsVerifier(h *harness) *pay.MandateVerifier {
 	return mv
 }
 
+// ovsQueue pages through the oversight queue of call from cursor, limit
+// items at a time, and returns the intent ids; each page but the last has
+// an opaque nextCursor (not an intent id) and hasMore.
+func ovsQueue(t *testing.T, h *harness, call Call, cursor string, limit int) []string {
+	t.Helper()
+	got := []string{}
+	for range 20 {
+		page, err := h.svc.OversightQueueGet(t.Context(), call, &OversightQueueRequest{Cursor: cursor, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range page.Data {
+			got = append(got, q.IntentID)
+		}
+		if !page.HasMore {
+			if page.NextCursor != nil {
+				t.Errorf("last page with nextCursor %q", *page.NextCursor)
+			}
+			return got
+		}
+		if page.NextCursor == nil || *page.NextCursor == "" || strings.HasPrefix(*page.NextCursor, "int_") {
+			t.Fatalf("hasMore with nextCursor %v", page.NextCursor)
+		}
+		cursor = *page.NextCursor
+	}
+	t.Fatalf("more than 20 pages: %v", got)
+	return nil
+}
+
 // TestOversightQueue pages the caller's held intents, oldest first: a
 // settled payment, a denial, another key's held payment and an approved
 // one never show.
 func TestOversightQueue(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	ctx := t.Context()
-	var want []string
+	var want, others []string
 	var first *pay.Result
 	for i, minor := range []int64{10_000, 20_000, 30_000, 40_000, 45_000} {
 		h.clock.Add(time.Second)
@@ -172,7 +205,7 @@ func TestOversightQueue(t *testing.T) {
 		if i == 1 {
 			mdtMustPay(h, railWire, 1_000, pay.OutcomeSettled, nil)
 			mdtMustPay(h, railWire, 60_000, pay.OutcomeDenied, nil)
-			ovsPayWithKey(h, ovsSecondKey(h), 25_000)
+			others = append(others, ovsPayWithKey(h, ovsSecondKey(h), 25_000).IntentID)
 		}
 	}
 	h.clock.Add(time.Second)
@@ -181,41 +214,25 @@ func TestOversightQueue(t *testing.T) {
 		t.Fatalf("hold = %+v, %v", hold, err)
 	}
 	want = append(want, hold.IntentID)
-	// Approve the second one: it leaves the queue.
+	// Approve one: it leaves the queue.
 	h.clock.Add(time.Second)
 	approved := mdtMustPay(h, railWire, 11_000, pay.OutcomeHeld, nil)
 	if _, err := h.pay.Approve(ctx, pay.ApproveRequest{IntentID: approved.IntentID, Challenge: approved.Held.Challenge, MandateID: "mdt-1",
 		Rationale: "looks fine to me", Acknowledged: true}, pay.OperatorCall{Operator: "op-test", Rationale: "looks fine to me"}); err != nil {
 		t.Fatal(err)
 	}
+	// Another key's held intents after the caller's last one.
+	others = append(others, ovsPayWithKey(h, ovsSecondKey(h), 26_000).IntentID, ovsPayWithKey(h, ovsSecondKey(h), 27_000).IntentID)
 
 	for _, limit := range []int{0, 1, 2, 4, 6, 100} {
 		t.Run(itoa(limit), func(t *testing.T) {
-			var got []string
-			cursor := ""
-			for range 10 {
-				page, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Cursor: cursor, Limit: limit})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, q := range page.Data {
-					got = append(got, q.IntentID)
-				}
-				if !page.HasMore {
-					if page.NextCursor != nil {
-						t.Errorf("last page with nextCursor %q", *page.NextCursor)
-					}
-					break
-				}
-				if page.NextCursor == nil || *page.NextCursor != page.Data[len(page.Data)-1].IntentID {
-					t.Fatalf("hasMore with nextCursor %v", page.NextCursor)
-				}
-				cursor = *page.NextCursor
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
+			if diff := cmp.Diff(want, ovsQueue(t, h, h.call(), "", limit)); diff != "" {
 				t.Errorf("queue (-want +got):\n%s", diff)
 			}
 		})
+	}
+	if diff := cmp.Diff(others, ovsQueue(t, h, AgentCall(ovsSecondKey(h), "req_second"), "", 1)); diff != "" {
+		t.Errorf("the other key's queue (-want +got):\n%s", diff)
 	}
 
 	page, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Limit: 1})
@@ -228,25 +245,74 @@ func TestOversightQueue(t *testing.T) {
 	if diff := cmp.Diff(wantQ, q); diff != "" {
 		t.Errorf("queued intent (-want +got):\n%s", diff)
 	}
-	last, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Cursor: want[4], Limit: 5})
-	if err != nil || len(last.Data) != 1 || last.Data[0].Route != routeHoldPlace {
+	five, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Limit: 5})
+	if err != nil || !five.HasMore || five.NextCursor == nil {
+		t.Fatalf("five: %+v, %v", five, err)
+	}
+	last, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Cursor: *five.NextCursor, Limit: 5})
+	if err != nil || len(last.Data) != 1 || last.Data[0].Route != routeHoldPlace || last.HasMore {
 		t.Errorf("the hold in the queue: %+v, %v", last, err)
 	}
 
-	// A cursor no page returned, or another key's intent, is refused.
-	others := ovsPayWithKey(h, ovsSecondKey(h), 26_000)
-	for _, c := range []string{"int_nope", others.IntentID, "garbage"} {
+	// A cursor no page returned is refused: an intent id (what cursors
+	// were before), garbage, a position naming something not an intent.
+	for _, c := range []string{want[0], "int_nope", "garbage", "!!", seqlist.Pos{Seq: 3, ID: "ak_01JABCDEFGHJKMNPQRSTVWXYZ0"}.Cursor()} {
 		if _, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Cursor: c}); code(err) != CodeBadCursor {
 			t.Errorf("cursor %q: %v", c, err)
 		}
 	}
 	// A cursor whose intent left the queue since still continues after it.
+	if page.NextCursor == nil {
+		t.Fatal("no nextCursor after the first intent")
+	}
 	if _, err := h.pay.Approve(ctx, pay.ApproveRequest{IntentID: first.IntentID, Challenge: first.Held.Challenge, MandateID: "mdt-1",
 		Rationale: "looks fine to me", Acknowledged: true}, pay.OperatorCall{Operator: "op-test", Rationale: "looks fine to me"}); err != nil {
 		t.Fatal(err)
 	}
-	next, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Cursor: first.IntentID, Limit: 1})
+	next, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Cursor: *page.NextCursor, Limit: 1})
 	if err != nil || len(next.Data) != 1 || next.Data[0].IntentID != want[1] || !next.HasMore {
 		t.Errorf("after the cursor's intent left the queue: %+v, %v", next, err)
+	}
+	if diff := cmp.Diff(want[1:], ovsQueue(t, h, h.call(), *page.NextCursor, 2)); diff != "" {
+		t.Errorf("the rest after the cursor's intent left (-want +got):\n%s", diff)
+	}
+}
+
+// TestOversightQueueFollowsCommitOrder: an intent whose id (and creation
+// time) was minted first but whose transaction committed after the agent
+// read a page, as with two servers on one database, is on the agent's
+// next page, though its id sorts before the cursor's intent; the queue
+// lists the intents in the order they were held, not by id.
+func TestOversightQueueFollowsCommitOrder(t *testing.T) {
+	gate := &seqlisttest.Gate{Store: memstore.New(&memstore.Options{RetryRate: 0.05})}
+	h := newHarness(t, harnessConfig{store: gate})
+	ctx := t.Context()
+	mdtMustPay(h, railWire, 1_000, pay.OutcomeSettled, nil) // the mandate is known before the gate holds an Update
+	var mintedFirst, page1, cursor string
+	var late []string
+	gate.Later(t, func() error {
+		res, err := mdtPay(h, railWire, 20_000, nil)
+		if err == nil {
+			mintedFirst = res.IntentID
+		}
+		return err
+	}, func() {
+		for _, minor := range []int64{30_000, 40_000} {
+			late = append(late, mdtMustPay(h, railWire, minor, pay.OutcomeHeld, nil).IntentID)
+		}
+		p, err := h.svc.OversightQueueGet(ctx, h.call(), &OversightQueueRequest{Limit: 1})
+		if err != nil || len(p.Data) != 1 || p.NextCursor == nil {
+			t.Fatalf("page 1: %+v %v", p, err)
+		}
+		page1, cursor = p.Data[0].IntentID, *p.NextCursor
+	})
+	if page1 != late[0] || !(mintedFirst < page1) {
+		t.Fatalf("ids %s (minted first) and %s (page 1; held %v): want the first minted to sort first", mintedFirst, page1, late)
+	}
+	if diff := cmp.Diff([]string{late[1], mintedFirst}, ovsQueue(t, h, h.call(), cursor, 1)); diff != "" {
+		t.Errorf("after the cursor (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{late[0], late[1], mintedFirst}, ovsQueue(t, h, h.call(), "", 2)); diff != "" {
+		t.Errorf("from the start, in the order they were held (-want +got):\n%s", diff)
 	}
 }
