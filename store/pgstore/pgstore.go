@@ -282,6 +282,8 @@ type Store struct {
 
 	// watchState is Watch's (watch.go).
 	watchState
+	// getBatcher batches Views' first reads (getbatch.go).
+	getBatcher
 
 	// Test hooks (export_test.go), nil in production: commitHook wraps
 	// the round trip that sends a group's commit, found replaces reading
@@ -372,6 +374,7 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
 	s.listenDone = make(chan struct{})
 	go s.committer()
+	s.startGets()
 	return s, nil
 }
 
@@ -401,6 +404,9 @@ type queries struct {
 	// lock is the commit lock, and the others the log of changed keys:
 	// see coherence.go.
 	lock, changesSince, logChange, lastChange, sweepChanges string
+	// getMany reads several keys: the batched first reads of Views
+	// (getbatch.go).
+	getMany string
 	// refresh returns the keys among $1 whose value is not the one in $2
 	// (NULL for absent), with their value (NULL for absent); guard fails
 	// when there is one (see the package documentation).
@@ -449,6 +455,7 @@ func newQueries(schema string) queries {
 		lastChange: "SELECT coalesce(max(seq), 0) FROM " + schema + ".changes",
 		// The newest row stays, so that max(seq) never goes back.
 		sweepChanges: "DELETE FROM " + schema + ".changes WHERE at < $1 AND seq < (SELECT max(seq) FROM " + schema + ".changes)",
+		getMany:      "SELECT k, v FROM " + t + " WHERE k = ANY($1::bytea[])",
 		refresh:      "SELECT k, cur" + mismatch,
 		// The cast of the message fails, and aborts the transaction,
 		// only when a value differs (the CASE is not a constant, so it is
@@ -560,6 +567,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.inflight.Wait()
+	s.stopGetWorkers()
 	close(s.stop)
 	<-s.committerDone
 	s.stopWatching()

@@ -128,8 +128,14 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 		return err
 	}
 	defer s.inflight.Done()
+	var v *view
+	defer func() {
+		if v != nil {
+			v.end() // fn panicked or called runtime.Goexit
+		}
+	}()
 	for attempt := 1; ; attempt++ {
-		v := &view{s: s, ctx: ctx}
+		v = &view{s: s, ctx: ctx}
 		ferr := v.run(fn)
 		if v.stale {
 			// The transaction has begun: this run reads only its snapshot.
@@ -137,14 +143,16 @@ func (s *Store) View(ctx context.Context, fn func(store.Reader) error) error {
 			ferr = v.run(fn)
 		}
 		v.end()
-		if v.broken != nil && ctx.Err() == nil && rerunnable(v.broken) && attempt < s.attempts {
+		broken := v.broken
+		v = nil
+		if broken != nil && ctx.Err() == nil && rerunnable(broken) && attempt < s.attempts {
 			continue
 		}
 		if ferr != nil {
 			return ferr
 		}
-		if v.broken != nil {
-			return s.fault(ctx, "view", v.broken)
+		if broken != nil {
+			return s.fault(ctx, "view", broken)
 		}
 		return nil
 	}
@@ -203,11 +211,27 @@ func (v *view) query(sql string, args ...any) ([]row, error) {
 		return nil, fmt.Errorf("pgstore: transaction aborted: %w (%w)", store.ErrUnavailable, v.broken)
 	}
 	if v.conn == nil {
+		// Taken before the first statement, batched or not, so that a
+		// second statement is sent at once.
 		conn, err := v.s.pool.Acquire(v.ctx)
 		if err != nil {
 			return nil, v.fail(err)
 		}
 		v.conn = conn
+	}
+	if !v.begun && v.first == nil && sql == v.s.q.get {
+		// The first statement, a read of one key: batched with other
+		// Views' (getbatch.go).
+		val, found, err := v.s.batchGet(v.ctx, args[0].([]byte))
+		if err != nil {
+			return nil, v.fail(err)
+		}
+		var rows []row
+		if found {
+			rows = []row{{v: val}} // as the statement answers: v alone
+		}
+		v.keepFirst(sql, args, rows)
+		return rows, nil
 	}
 	switch {
 	case v.begun:
@@ -221,13 +245,7 @@ func (v *view) query(sql string, args ...any) ([]row, error) {
 		if err != nil {
 			return nil, v.fail(err)
 		}
-		// The caller may modify what it is given; the replay compares
-		// with a copy.
-		kept := make([]row, len(rows))
-		for i, r := range rows {
-			kept[i] = row{k: clone(r.k), v: clone(r.v)}
-		}
-		v.first = &stmt{sql: sql, args: cloneArgs(args), rows: kept}
+		v.keepFirst(sql, args, rows)
 		return rows, nil
 	}
 	var replay, rows []row
@@ -250,6 +268,17 @@ func (v *view) query(sql string, args ...any) ([]row, error) {
 		return nil, errStale
 	}
 	return rows, nil
+}
+
+// keepFirst keeps the View's first statement and its answer, for the
+// replay that begins its transaction. The caller may modify what it is
+// given; the replay compares with a copy.
+func (v *view) keepFirst(sql string, args []any, rows []row) {
+	kept := make([]row, len(rows))
+	for i, r := range rows {
+		kept[i] = row{k: clone(r.k), v: clone(r.v)}
+	}
+	v.first = &stmt{sql: sql, args: cloneArgs(args), rows: kept}
 }
 
 // fail records err as the View's database error and returns it, marked
