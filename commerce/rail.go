@@ -89,11 +89,17 @@ func (r *rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 	}
 	switch {
 	case ct.Status == cart.StatusCompleted:
-		// Settle runs once per intent (a resumed intent is resolved by
-		// LookupRequest, which never calls it again), so a completed
-		// session was completed by another purchase: paying it again could
-		// at best record money that never moved.
-		return declined(req.Key, a, "cart_completed", "the checkout session is already completed by another purchase")
+		// Completed by this purchase (the same key sent to another
+		// server, which joined the settlement through Settle and got to
+		// the merchant first) or by another one. Completion under this
+		// key answers the order it placed; refused, another purchase
+		// completed the session and this one moved no money.
+		return r.completed(ctx, req.Key, a, m)
+	case ct.Status == cart.StatusInProgress, ct.Status == cart.StatusPending:
+		// A completion is under way, perhaps this purchase's own from
+		// another server: not a decline. The intent stays settling and
+		// LookupRequest resolves it from the merchant's state.
+		return settle.Settlement{}, fmt.Errorf("commerce: completing %s at %s: %w: the merchant is completing the session", a.Cart, a.Merchant, cart.ErrUnknownOutcome)
 	case !ct.Ready():
 		return declined(req.Key, a, "cart_not_ready", fmt.Sprintf("the cart is %s at the merchant, not ready for payment", ct.RawStatus))
 	case ct.Totals.Total != req.Amount || ct.Currency != req.Currency:
@@ -169,6 +175,21 @@ func (r *rail) LookupRequest(ctx context.Context, req settle.SettleRequest) (set
 		return declined(req.Key, a, "not_completed", "the merchant's session was still open and is now canceled: no order was placed")
 	}
 	return settle.Settlement{}, fmt.Errorf("commerce: lookup %s: the session is %s after cancelling it; asking again later", req.Key, closed.RawStatus)
+}
+
+// completed settles a purchase whose checkout session Settle found
+// completed: by this key's completion, whose order the merchant answers
+// again, or by another purchase, which the merchant refuses this key.
+// Anything else leaves the outcome unknown.
+func (r *rail) completed(ctx context.Context, key string, a attempt, m cart.Merchant) (settle.Settlement, error) {
+	o, err := m.Complete(ctx, a.Cart, cart.Payment{Amount: a.Amount, Currency: a.Currency, IdempotencyKey: key})
+	switch {
+	case err == nil:
+		return r.s.placed(ctx, key, a, m, o)
+	case errors.Is(err, cart.ErrRejected), errors.Is(err, cart.ErrNotReady):
+		return declined(key, a, "cart_completed", "the checkout session is already completed by another purchase")
+	}
+	return settle.Settlement{}, fmt.Errorf("commerce: %s at %s is completed, but its order could not be read: %w", a.Cart, a.Merchant, err)
 }
 
 // orderOf asks a completed session for its order, under the intent's

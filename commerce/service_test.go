@@ -33,7 +33,8 @@ type engineMerchant struct {
 	protocol string
 
 	mu      sync.Mutex
-	unknown bool // the next completion's outcome is lost (timeout)
+	unknown bool        // the next completion's outcome is lost (timeout)
+	status  cart.Status // when set, every session reads so
 }
 
 func (e *engineMerchant) Protocol() string { return e.protocol }
@@ -42,6 +43,11 @@ func (e *engineMerchant) Version() string  { return "test" }
 func (e *engineMerchant) view(s fakemerchant.Session) cart.Cart {
 	lines, ful, totals := e.m.Price(s)
 	st := e.m.Status(s)
+	e.mu.Lock()
+	if e.status != "" {
+		st = e.status
+	}
+	e.mu.Unlock()
 	c := cart.Cart{ID: s.ID, Rail: e.protocol, Version: "test", Status: st, RawStatus: string(st), Currency: s.Currency,
 		Lines: lines, Totals: totals, Fulfillment: ful, Messages: []cart.Message{}}
 	if st == cart.StatusEscalation || st == cart.StatusAuth {
@@ -433,5 +439,59 @@ func TestUnknownCompletionIsResolvedFromTheMerchant(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d orders recorded, want 1", n)
+	}
+}
+
+// TestSettleJoinsACompletionUnderTheSameKey: Settle may run again under
+// the same key (the same purchase sent to two servers at once: the second
+// joins the settlement through the rail). Finding the session completed
+// by the first, before the first recorded its order, it answers that
+// order, not a decline; a completion under way is an unknown outcome,
+// never a decline; and another purchase of the completed session is
+// still declined.
+func TestSettleJoinsACompletionUnderTheSameKey(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.buy(f.purchase("first", line("sku-book", 1)))
+	if err != nil || res.Outcome != pay.OutcomeSettled || res.Order == nil {
+		t.Fatalf("%v %+v", err, res)
+	}
+	in, err := f.pay.Intent(t.Context(), f.caller, res.IntentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The joining server has not seen the order recorded yet.
+	if err := f.st.Update(t.Context(), func(txn store.Txn) error { return txn.Delete([]byte(keyOrder + res.IntentID)) }); err != nil {
+		t.Fatal(err)
+	}
+	r := &rail{s: f.svc, name: "acp"}
+	req := settle.SettleRequest{Key: res.IntentID, Amount: in.Amount.Minor, Currency: in.Amount.Currency, Payee: in.Payee, Metadata: in.Metadata}
+	s, err := r.Settle(t.Context(), req)
+	if err != nil || s.Status != settle.StatusSettled {
+		t.Fatalf("joining a completed purchase: %+v, %v; want settled", s, err)
+	}
+	if o, err := f.svc.OrderOf(t.Context(), res.IntentID); err != nil || o.ID != res.Order.ID {
+		t.Errorf("order after the join: %+v, %v; want %s", o, err, res.Order.ID)
+	}
+	// Another purchase of the same session moves no money.
+	other := req
+	other.Key = "int_other"
+	if s, err := r.Settle(t.Context(), other); s.Status != settle.StatusDeclined || s.DeclineCode != "cart_completed" {
+		t.Errorf("another purchase of the completed session: %+v, %v; want declined cart_completed", s, err)
+	}
+
+	// A session whose completion is under way: unknown, not declined.
+	q, err := f.svc.Quote(t.Context(), f.caller, QuoteRequest{Rail: "acp", Merchant: "shop", Currency: "USD",
+		Lines: []cart.LineRequest{line("sku-book", 1)}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.merchant.mu.Lock()
+	f.merchant.status = cart.StatusInProgress
+	f.merchant.mu.Unlock()
+	busy := req
+	busy.Key, busy.Metadata = "int_busy", map[string]string{"merchant": "shop", "cart": q.ID, "rail": "acp"}
+	busy.Amount = q.Totals.Total
+	if s, err := r.Settle(t.Context(), busy); err == nil || s.Status == settle.StatusDeclined || !errors.Is(err, cart.ErrUnknownOutcome) {
+		t.Errorf("a session being completed: %+v, %v; want an unknown outcome", s, err)
 	}
 }
