@@ -21,6 +21,17 @@ func copyKey(from, to string) func(store.Txn) error {
 	}
 }
 
+// twoProcesses opens two stores on one new schema, as two processes
+// would, closed when the test ends; a keeps taking the commit lock first
+// once it has seen b's change.
+func twoProcesses(t *testing.T) (schema string, a, b *pgstore.Store) {
+	schema = schemaFor(t, t.Name())
+	a, b = open(t, schema), open(t, schema)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	pgstore.LockFirstForTest(a, time.Hour)
+	return schema, a, b
+}
+
 // TestChangesFromAnotherProcess: a store learns the keys another store
 // on the same schema changed from the log of changed keys. The first
 // time, its cached value fails the check and the group runs again; from
@@ -28,11 +39,7 @@ func copyKey(from, to string) func(store.Txn) error {
 // before its functions run, so that they see current values and commit
 // at once.
 func TestChangesFromAnotherProcess(t *testing.T) {
-	schema := schemaFor(t, t.Name())
-	a, b := open(t, schema), open(t, schema)
-	defer a.Close()
-	defer b.Close()
-	pgstore.LockFirstForTest(a, time.Hour)
+	_, a, b := twoProcesses(t)
 	ctx := context.Background()
 
 	set(t, a, "x", "1") // cached by a
@@ -74,11 +81,7 @@ func TestChangesFromAnotherProcess(t *testing.T) {
 // TestChangesSwept: a store whose next change in the log was swept
 // forgets its whole cache rather than trust it.
 func TestChangesSwept(t *testing.T) {
-	schema := schemaFor(t, t.Name())
-	a, b := open(t, schema), open(t, schema)
-	defer a.Close()
-	defer b.Close()
-	pgstore.LockFirstForTest(a, time.Hour)
+	schema, a, b := twoProcesses(t)
 	ctx := context.Background()
 
 	set(t, a, "x", "1", "w", "1")
