@@ -101,7 +101,8 @@ type MandatePage struct {
 }
 
 // MandateList lists the live mandates honoured for the caller's agents,
-// by id.
+// in the order they were first honoured (see pay.KnownMandate.Seq), paged
+// by seqlist's opaque cursor.
 func (s *Service) MandateList(ctx context.Context, call Call, req *MandateListRequest) (*MandatePage, error) {
 	after, err := seqlist.ParseCursor(req.Cursor)
 	if err != nil {

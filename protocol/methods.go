@@ -27,7 +27,7 @@ var methods = []Method{
 		description: "A mandate honoured for one of the caller's agents: its claims, status (active, expired, revoked), the current period window with settled, reserved and remaining amounts, and the velocity count as the gate sees it now.",
 		problems:    []string{CodeMandateNotFound}}, (*Service).MandateGet),
 	declare(decl{ns: "mandate", name: "list", cred: agent, summary: "List the caller's live mandates",
-		description: "The live (not expired, not revoked) mandates honoured for the caller's agents, by id, each with its usage. Pages by cursor (the last id) and limit 1–100 (default 20)."},
+		description: "The live (not expired, not revoked) mandates honoured for the caller's agents, each with its usage, in the order they were first honoured (mandates remembered before that order was kept come first, by id). Pages by limit 1–100 (default 20); cursor is the nextCursor of the previous page."},
 		(*Service).MandateList),
 	declare(decl{ns: "mandate", name: "verify", cred: agent, summary: "Dry-run a mandate against a spend",
 		description: "Would this mandate allow this spend now, and if not, why: the token is verified (signature, claims, expiry, revocation of the mandate and of the agent identity), then the gate decides with the live counters (period, velocity, session) without recording, reserving or counting anything. allowed is true only for an allow without a person."},
