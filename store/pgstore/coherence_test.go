@@ -106,3 +106,16 @@ func TestChangesSwept(t *testing.T) {
 		t.Errorf("the Update ran %d more times: the swept log should have emptied the cache first", st.Reruns-before.Reruns)
 	}
 }
+
+// TestSessionSettings: the pool's sessions run with the settings the
+// store relies on, among them a bound on how long a session may idle
+// inside a transaction (which holds the commit lock).
+func TestSessionSettings(t *testing.T) {
+	st := open(t, schemaFor(t, t.Name()))
+	defer st.Close()
+	for name, want := range map[string]string{"enable_seqscan": "off", "jit": "off", "idle_in_transaction_session_timeout": "30s"} {
+		if got, err := pgstore.SettingForTest(st, name); err != nil || got != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}

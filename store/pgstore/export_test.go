@@ -93,3 +93,10 @@ func OnResolvingForTest(s *Store, fn func()) { s.resolvingHook = fn }
 // LockFirstForTest makes the store take the commit lock before its
 // groups' functions run for d after it last saw another process's change.
 func LockFirstForTest(s *Store, d time.Duration) { s.lockFirstFor = d }
+
+// SettingForTest reads a setting of one of the pool's sessions.
+func SettingForTest(s *Store, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(context.Background(), "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}

@@ -13,7 +13,8 @@
 // [Open] creates and migrates the schema: versioned, idempotent
 // migrations, safe when several processes open the same database at
 // once. The pool's connections to PostgreSQL run with sequential scans
-// and JIT compilation off (sessionSettings).
+// and JIT compilation off, and a bound on idling inside a transaction
+// (sessionSettings).
 //
 // # Group commit
 //
@@ -388,13 +389,19 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 // markers) still runs. And the read of the log of changed keys, a lookup
 // per key whose count the planner cannot know, is costed high enough to
 // be compiled by JIT on every run: 13 ms, for a statement that takes a
-// fraction of one. CockroachDB has neither setting, and plans
-// differently.
+// fraction of one. And a session left idle inside a transaction for
+// longer than a round trip may take is ended by the database: a
+// committer's transaction holds the commit lock (coherence.go), and a
+// process that stopped (paused, or cut off by the network, which
+// PostgreSQL may not notice for hours) must not hold every other
+// process's commits with it. CockroachDB has none of these settings, and
+// plans differently.
 func sessionSettings(ctx context.Context, c *pgx.Conn) error {
 	if c.PgConn().ParameterStatus("crdb_version") != "" {
 		return nil
 	}
-	_, err := c.Exec(ctx, "SET enable_seqscan = off; SET jit = off")
+	_, err := c.Exec(ctx, fmt.Sprintf("SET enable_seqscan = off; SET jit = off; SET idle_in_transaction_session_timeout = %d",
+		roundTrip.Milliseconds()))
 	return err
 }
 
