@@ -98,6 +98,15 @@ type Options struct {
 	IdempotencyRetention time.Duration
 	// RailTimeout bounds one rail call. Default 30 s.
 	RailTimeout time.Duration
+	// SharedStore says that other processes pay through the same store
+	// (replicas of one service). A request's claim on an intent is then
+	// not enough to know that nobody is settling it: a payment found
+	// settling is resumed (by a replay of its request, or by Reconcile)
+	// only once its first attempt, which may be running in another
+	// process, has answered or can no longer be running (RailTimeout,
+	// and as long again for the processes' clocks, since it began
+	// settling). Until then a replay answers ErrInFlight.
+	SharedStore bool
 	// BaseURL prefixes the links of intents ("" gives relative links).
 	BaseURL string
 	// Extensions join the money path (see [Extension]): New attaches each,
@@ -179,6 +188,7 @@ type Service struct {
 	window   time.Duration
 	retain   time.Duration
 	railTO   time.Duration
+	shared   bool // Options.SharedStore
 	baseURL  string
 
 	mu      sync.Mutex          // guards running
@@ -229,7 +239,7 @@ func New(opts Options) (*Service, error) {
 		st: o.Store, log: o.Log, rails: o.Rails, mandates: o.Mandates,
 		now: o.Now, logger: o.Logger, rand: o.Rand,
 		window: o.ApprovalWindow, retain: o.IdempotencyRetention, railTO: o.RailTimeout,
-		baseURL: o.BaseURL, running: map[string]struct{}{},
+		baseURL: o.BaseURL, running: map[string]struct{}{}, shared: o.SharedStore,
 	}
 	if err := s.buildPolicy(o); err != nil {
 		return nil, err

@@ -86,6 +86,9 @@ func (s *Service) resume(ctx context.Context, id, requestID string) (*Result, er
 	if in.Status != StatusSettling {
 		return s.storedResult(ctx, in)
 	}
+	if s.mayBeSettlingElsewhere(in) {
+		return nil, ErrInFlight
+	}
 	rail, err := s.rails.Get(in.Terms.Rail)
 	if err != nil {
 		return nil, fmt.Errorf("%w: intent %s: rail %q is not registered", ErrRailUnavailable, id, in.Terms.Rail)
@@ -108,6 +111,18 @@ func (s *Service) resume(ctx context.Context, id, requestID string) (*Result, er
 		})
 	}
 	return s.finish(ctx, in, nil, st, err, requestID)
+}
+
+// mayBeSettlingElsewhere reports whether the first attempt to settle in,
+// found settling, may still be running in another process sharing the
+// store (Options.SharedStore): no attempt has answered yet (an answer
+// that was not definite marks the intent UnknownOutcome), and the rail
+// timeout has not passed, twice over for the processes' clocks, since it
+// began settling. Resuming it then could resolve it under that attempt's
+// feet: for a purchase, cancel the checkout session the attempt is
+// completing. In one process the intent's claim already says so.
+func (s *Service) mayBeSettlingElsewhere(in *Intent) bool {
+	return s.shared && in.UnknownOutcome == nil && s.now().Before(in.UpdatedAt.Add(2*s.railTO))
 }
 
 // storedResult answers for an intent that is no longer settling: with the
