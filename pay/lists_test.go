@@ -171,8 +171,15 @@ func TestListsMigrateLegacyLayout(t *testing.T) {
 			if tc.order == keyHeldOrder {
 				// One leaves the list before any list or reconcile
 				// migrated it.
-				in := mustIntent(t, h, old[1])
-				if err := h.log.Update(ctx, func(txn store.Txn) error { return h.svc.expire(txn, in, "") }); err != nil {
+				// Read inside the transaction: the store may run the
+				// function again, and expire changes the intent it gets.
+				if err := h.log.Update(ctx, func(txn store.Txn) error {
+					in, err := getIntent(txn, old[1])
+					if err != nil {
+						return err
+					}
+					return h.svc.expire(txn, in, "")
+				}); err != nil {
 					t.Fatal(err)
 				}
 				old = slices.Delete(old, 1, 2)
