@@ -165,7 +165,7 @@ func Open(ctx context.Context, st store.Store, opts *Options) (n *Node, err erro
 	// Payments a crash left settling finish before anyone asks about them.
 	// On a store other processes share, whichever node holds the upkeep
 	// lease does it (first thing on taking it): see startShared.
-	if _, shared := st.(store.Watcher); !shared {
+	if !isShared(st) {
 		rep, err := n.pay.Reconcile(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("countersign: reconcile: %w", err)
@@ -294,9 +294,8 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		if err != nil {
 			return pay.Attachment{}, err
 		}
-		_, shared := n.st.(store.Watcher)
 		if n.ident, err = identity.Open(ctx, identity.Options{
-			Store: n.st, Log: n.log, Keys: id.Keys, NewKey: newKey, LoadKey: loadKey, Shared: shared, SharedRefresh: o.Replicas.FollowEvery,
+			Store: n.st, Log: n.log, Keys: id.Keys, NewKey: newKey, LoadKey: loadKey, Shared: isShared(n.st), SharedRefresh: o.Replicas.FollowEvery,
 			Facts: src.Facts, Policy: id.Policy,
 			TTL: id.TTL, HexAgentID: id.HexAgentID, HTTPClient: o.HTTPClient, URLs: *o.URLs, Directories: []identity.Directory{merchantDirectory{n.shop}},
 			BaseURL: o.BaseURL, Now: o.Now, Logger: o.Logger,
@@ -312,6 +311,7 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		Store: n.st, Log: n.log, Rails: rails, Mandates: mandates, Now: o.Now, Logger: o.Logger, BaseURL: o.BaseURL,
 		DenyPayees: o.Pay.DenyPayees, DenyAgents: o.Pay.DenyAgents, BreakerAfter: o.Pay.BreakerAfter,
 		ApprovalWindow: o.Pay.ApprovalWindow, IdempotencyRetention: o.Pay.IdempotencyRetention,
+		RailTimeout: o.Pay.RailTimeout, SharedStore: isShared(n.st),
 		Extensions: []pay.Extension{n.shop, surfaces},
 		// Every decision records the digest of the policy the identity
 		// discloses: the constitution of this very policy.
@@ -320,6 +320,14 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		return fmt.Errorf("countersign: money path: %w", err)
 	}
 	return nil
+}
+
+// isShared reports whether st is a store other processes may share (it
+// tells this process of their commits): the node then runs as one replica
+// of several (docs/design/replicas.md).
+func isShared(st store.Store) bool {
+	_, ok := st.(store.Watcher)
+	return ok
 }
 
 // merchantDirectory resolves a registered merchant as a counterparty.
@@ -349,7 +357,7 @@ const keySealedIdentity = "node/identity-key/"
 // until it is.
 func (n *Node) identityKeys(newKey func(context.Context) (ed25519.PrivateKey, error)) (
 	func(context.Context) (ed25519.PrivateKey, error), func(context.Context, ed25519.PublicKey) (ed25519.PrivateKey, error), error) {
-	if _, shared := n.st.(store.Watcher); !shared || n.opts.SealKey == nil {
+	if !isShared(n.st) || n.opts.SealKey == nil {
 		return newKey, nil, nil
 	}
 	box, err := sealbox.New(n.opts.SealKey, nil, "countersign identity key v1")

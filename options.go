@@ -119,6 +119,11 @@ type PayOptions struct {
 	// IdempotencyRetention is how long an outcome is kept for replay.
 	// Default 7 days.
 	IdempotencyRetention time.Duration
+	// RailTimeout bounds one call to a rail. On a store other processes
+	// share, a payment left settling by an attempt that never answered
+	// is resumed only twice this long after it began settling (the
+	// attempt may be running in another process). Default 30 s.
+	RailTimeout time.Duration
 }
 
 // IdentityOptions configures the node's ADP identity (package identity).

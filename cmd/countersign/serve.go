@@ -62,6 +62,7 @@ type serveConfig struct {
 	denyAgents         string
 	breakerAfter       int64
 	approvalWindow     time.Duration
+	railTimeout        time.Duration
 	idemRetention      time.Duration
 	sandboxLatency     string
 	sandboxUnknownRate float64
@@ -101,6 +102,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.denyAgents, "deny-agents", "", "comma-separated agent ids refused whatever a mandate says")
 	fs.Int64Var(&c.breakerAfter, "breaker-after", 5, "trip the circuit breaker after this many consecutive settlement failures or denials of one mandate")
 	fs.DurationVar(&c.approvalWindow, "approval-window", 24*time.Hour, "how long a held payment waits for an operator")
+	fs.DurationVar(&c.railTimeout, "rail-timeout", 30*time.Second, "how long one call to a rail may take; with --store shared by several servers, a payment whose attempt never answered is resumed twice this long after it began settling")
 	fs.DurationVar(&c.idemRetention, "idempotency-retention", 7*24*time.Hour, "how long a payment's outcome is kept for idempotent replay")
 	fs.Float64Var(&c.agentRate, "agent-rate", auth.DefaultRate, "requests per second an agent key may make (token bucket; a key's own limit overrides)")
 	fs.IntVar(&c.agentBurst, "agent-burst", auth.DefaultBurst, "burst size of an agent key's bucket")
@@ -297,7 +299,8 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		RecordKey: key, Origin: origin, BaseURL: baseURL, Sandbox: !cfg.production, Logger: logger,
 		StartData: map[string]any{"version": version},
 		Pay: countersign.PayOptions{DenyPayees: splitList(cfg.denyPayees), DenyAgents: splitList(cfg.denyAgents),
-			BreakerAfter: cfg.breakerAfter, ApprovalWindow: cfg.approvalWindow, IdempotencyRetention: cfg.idemRetention},
+			BreakerAfter: cfg.breakerAfter, ApprovalWindow: cfg.approvalWindow, IdempotencyRetention: cfg.idemRetention,
+			RailTimeout: cfg.railTimeout},
 		Memory: countersign.MemoryOptions{UntrustedSourceKinds: splitList(cfg.memoryUntrusted)},
 		RateLimit: countersign.RateLimitOptions{AgentRate: cfg.agentRate, AgentBurst: cfg.agentBurst,
 			AddrRate: cfg.addrRate, AddrBurst: cfg.addrBurst},
