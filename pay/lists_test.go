@@ -223,16 +223,6 @@ func deleteUnder(txn store.Txn, prefix string) error {
 	return nil
 }
 
-func mustIntent(t *testing.T, h *harness, id string) *Intent {
-	t.Helper()
-	var in *Intent
-	err := h.st.View(context.Background(), func(r store.Reader) (err error) { in, err = getIntent(r, id); return err })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return in
-}
-
 func readSeq(h *harness, list seqlist.Index, id string) (seq uint64, ok bool, err error) {
 	err = h.st.View(context.Background(), func(r store.Reader) error {
 		seq, ok, err = list.Seq(r, id)
