@@ -307,7 +307,7 @@ type Problem struct {
 	Action     Action       `json:"action" validate:"required" doc:"What the client should do next."`
 	RequestID  string       `json:"requestId" validate:"required" doc:"The X-Request-Id of the request; quote it when reporting a problem."`
 	RetryAfter int          `json:"retryAfter,omitempty" validate:"omitempty,min=1" doc:"Seconds to wait before retrying; present exactly when action is retry-as-is."`
-	Errors     []FieldError `json:"errors,omitempty" doc:"Every failing field of a validation problem."`
+	Errors     []FieldError `json:"errors,omitempty" doc:"The failing fields: every one of a validation problem, the rationale of operator.rationale_too_short."`
 	// Extensions are additional members of this occurrence (for example
 	// intentId, reasons and auditSeq of a denied payment). They never
 	// replace the members above.

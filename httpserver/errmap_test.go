@@ -111,6 +111,9 @@ func TestDomainErrorsBecomeTheirProblems(t *testing.T) {
 			if strings.Contains(p.Detail, "internal detail") || strings.Contains(p.Detail, "secret") {
 				t.Fatalf("detail leaks internals: %q", p.Detail)
 			}
+			if tc.code == "operator.rationale_too_short" && (len(p.Errors) != 1 || p.Errors[0].Field != "rationale" || p.Errors[0].Rule != "min") {
+				t.Fatalf("the problem does not name the field and the rule: %+v", p.Errors)
+			}
 		})
 	}
 }

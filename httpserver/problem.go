@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/store"
 )
 
@@ -61,6 +62,14 @@ func (s *server) classify(ctx context.Context, err error) classified {
 		return classified{code: contract.CodeRequestValidation, detail: detail, fields: verr.Errors}
 	case errors.As(err, &derr):
 		return classified{code: derr.Code, detail: derr.Detail}
+	case errors.Is(err, operator.ErrRationaleTooShort):
+		// Its own code, which every operator route declares, and the field
+		// and rule named as a validation problem names them. The rule is
+		// operator.CheckRationale's, not a validate tag's: one rule (after
+		// trimming, in characters) for every operator route, body or query.
+		return classified{code: operator.CodeRationaleTooShort, detail: clientDetail(err.Error()),
+			fields: []contract.FieldError{{Field: "rationale", Rule: "min", Message: fmt.Sprintf(
+				"must have at least %d characters besides leading and trailing spaces", operator.MinRationaleLen)}}}
 	case errors.Is(err, audit.ErrBadCursor):
 		return classified{code: audit.CodeBadCursor,
 			detail: "the cursor is malformed or was not issued by this record"}
