@@ -91,7 +91,8 @@ func Contract() contract.Part {
 			{
 				ID: "operator.approve", Method: "POST", Path: "/operator/approve", MovesValue: true,
 				Summary: "Approve a held payment",
-				Description: "Records one operator's approval of a held payment or hold, with the challenge from its 202 answer. " +
+				Description: "Records one operator's approval of a held payment or hold, named by intentId and mandateId (as the " +
+					"held list shows them); the challenge of its 202 answer may be sent too, and must then match. " +
 					"When the mandate's number of distinct operators have approved, the payment settles and the Receipt is " +
 					"returned (200), or the hold is placed and its authorization returned (200); otherwise 202 says how many approvals it has. Irreversible or large payments need " +
 					"acknowledged: true. The kill switch, the mandate's revocation and expiry are checked again first.",
@@ -197,8 +198,8 @@ func Contract() contract.Part {
 				Description: "The payment waited longer than its approval window; it is expired and its reservation released. " +
 					"The agent must send a new instruction if the payment is still wanted."},
 			{Code: CodeApprovalMismatch, Status: 409, Title: "Challenge or mandate mismatch", Action: contract.ActionFixRequest,
-				Description: "The challenge or mandateId does not match the held payment. Use exactly the challenge and mandateId " +
-					"of the payment's 202 answer."},
+				Description: "The mandateId, or the challenge when one was sent, does not match the held payment. Use the " +
+					"mandateId the held list (or the payment's 202 answer) shows, and either no challenge or exactly the 202 answer's."},
 			{Code: CodeNotPending, Status: 409, Title: "Not waiting for approval", Action: contract.ActionStop,
 				Description: "The payment is not held for approval (it settled, failed, was denied or expired). Read the intent for its status."},
 			{Code: CodeRefundExceeds, Status: 422, Title: "Refund exceeds the payment", Action: contract.ActionFixRequest,

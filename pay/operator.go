@@ -43,11 +43,76 @@ var (
 
 // ApproveRequest is the body of POST /operator/approve.
 type ApproveRequest struct {
-	IntentID     string `json:"intentId" validate:"required,max=64"`
-	Challenge    string `json:"challenge" validate:"required,max=128"`
-	MandateID    string `json:"mandateId" validate:"required,max=128"`
+	IntentID string `json:"intentId" validate:"required,max=64"`
+	// Challenge may be left out: the operator's signature over a request
+	// that names the intent and its mandate is the authority, and the
+	// challenge is stored only hashed, so an operator working from the
+	// held list cannot know it (DESIGN §5). When sent, it must be the
+	// intent's.
+	Challenge    string `json:"challenge,omitempty" validate:"omitempty,max=128" doc:"The challenge of the payment's 202 answer. Optional: when sent it must be this payment's (else 409 approval.mismatch); intentId and mandateId name the payment either way."`
+	MandateID    string `json:"mandateId" validate:"required,max=128" doc:"The mandate the payment was held under (the held list shows it); another is 409 approval.mismatch."`
 	Rationale    string `json:"rationale" validate:"required,max=2000"`
 	Acknowledged bool   `json:"acknowledged"`
+}
+
+// approvalProof is what an approval shows of the held intent
+// besides the operator's signature: its mandate id, and the challenge of
+// the agent's 202 answer if the operator has it. The mandate id pins the
+// intent the operator means (with its id, which the signature covers); a
+// challenge, when sent, must be the one the agent was given.
+type approvalProof struct {
+	mandateID string
+	challenge []byte // SHA-256 of the challenge; nil when none was sent
+}
+
+// newApprovalProof parses what an approval shows. A
+// challenge that cannot be one (not base64url, not 32 bytes) is a
+// malformed request, 400; a well-formed one that is not this intent's is
+// a mismatch, 409, which matches finds.
+func newApprovalProof(challenge, mandateID string) (approvalProof, error) {
+	p := approvalProof{mandateID: mandateID}
+	if challenge == "" {
+		return p, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(challenge)
+	if err != nil || len(raw) != challengeLen {
+		return approvalProof{}, &contract.ValidationError{Errors: []contract.FieldError{{Field: "challenge", Rule: "challenge",
+			Message: "must be the challenge of the 202 answer: 32 bytes in base64url without padding (43 characters)"}}}
+	}
+	sum := sha256.Sum256(raw)
+	p.challenge = sum[:]
+	return p, nil
+}
+
+// matches reports whether p is the proof of the held intent in. Both
+// parts are compared in constant time; an empty mandate id never matches.
+func (p approvalProof) matches(in *Intent) bool {
+	ok := p.mandateID != "" && subtle.ConstantTimeCompare([]byte(p.mandateID), []byte(in.MandateID)) == 1
+	if p.challenge != nil {
+		want, _ := hex.DecodeString(in.Approval.ChallengeHash)
+		ok = subtle.ConstantTimeCompare(p.challenge, want) == 1 && ok
+	}
+	return ok
+}
+
+// checkHeld checks, in the order Approve answers them, that in waits for
+// an operator and that p is its proof: ErrApprovalExpired for an
+// expired intent, ErrNotPending for any other status, ErrApprovalMismatch.
+// lapsed reports an approval window (or a hold's absolute end, an
+// obligation's deadline) that has passed although the sweep has not
+// expired the intent yet: the caller expires it and answers
+// ErrApprovalExpired, as it would have after the sweep.
+func checkHeld(in *Intent, p approvalProof, now time.Time) (lapsed bool, err error) {
+	if in.Status == StatusExpired {
+		return false, ErrApprovalExpired
+	}
+	if in.Status != StatusPendingApproval || in.Approval == nil {
+		return false, fmt.Errorf("%w (status %s)", ErrNotPending, in.Status)
+	}
+	if !p.matches(in) {
+		return false, ErrApprovalMismatch
+	}
+	return !now.Before(in.Approval.ExpiresAt) || (in.Hold != nil && !in.Hold.Until.IsZero() && !now.Before(in.Hold.Until)), nil
 }
 
 // Approve records one operator's approval of a held payment. When the
@@ -58,18 +123,16 @@ type ApproveRequest struct {
 // an acknowledgement (irreversible or above a threshold) is held again, and
 // nothing recorded, until the request says acknowledged: true.
 //
-// Before settling the gate's preconditions are checked again: the mandate
-// neither expired nor revoked, the kill switch released.
+// The request names the intent and its mandate, and may carry the
+// challenge of the agent's 202 answer; a challenge sent must be the
+// intent's (see [ApproveRequest]). Before settling the gate's
+// preconditions are checked again: the mandate neither expired nor
+// revoked, the kill switch released.
 func (s *Service) Approve(ctx context.Context, req ApproveRequest, call OperatorCall) (*Result, error) {
-	// A challenge that cannot be one (not base64url, not 32 bytes) is a
-	// malformed request, 400; a well-formed one that is not this
-	// payment's is a mismatch, 409.
-	challenge, err := base64.RawURLEncoding.DecodeString(req.Challenge)
-	if err != nil || len(challenge) != challengeLen {
-		return nil, &contract.ValidationError{Errors: []contract.FieldError{{Field: "challenge", Rule: "challenge",
-			Message: "must be the challenge of the 202 answer: 32 bytes in base64url without padding (43 characters)"}}}
+	proof, err := newApprovalProof(req.Challenge, req.MandateID)
+	if err != nil {
+		return nil, err
 	}
-	sum := sha256.Sum256(challenge)
 	// Claimed before the approval commits, so that nobody who sees the
 	// intent settling (the reconciler, a retry) sends it meanwhile and
 	// leaves this call to answer from the held request's stored outcome.
@@ -90,19 +153,10 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 			return err
 		}
 		now := s.now().UTC().Truncate(time.Microsecond)
-		if in.Status == StatusExpired {
-			return ErrApprovalExpired
-		}
-		if in.Status != StatusPendingApproval || in.Approval == nil {
-			return fmt.Errorf("%w (status %s)", ErrNotPending, in.Status)
-		}
-		want, _ := hex.DecodeString(in.Approval.ChallengeHash)
-		if subtle.ConstantTimeCompare(sum[:], want) != 1 || subtle.ConstantTimeCompare([]byte(req.MandateID), []byte(in.MandateID)) != 1 {
-			return ErrApprovalMismatch
-		}
-		if !now.Before(in.Approval.ExpiresAt) || (in.Hold != nil && !in.Hold.Until.IsZero() && !now.Before(in.Hold.Until)) {
-			// The approval window passed, or the hold's absolute end (an
-			// obligation's deadline) did: nothing may be authorized now.
+		if lapsed, err := checkHeld(in, proof, now); err != nil {
+			return err
+		} else if lapsed {
+			// Nothing may be authorized now.
 			deferred = ErrApprovalExpired
 			return s.expire(txn, in, call.RequestID)
 		}

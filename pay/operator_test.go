@@ -154,6 +154,24 @@ func TestApprove(t *testing.T) {
 	})
 }
 
+// TestApproveWithoutChallenge: the operator's approval may leave the
+// challenge out (the held list cannot show it); the mandate id still has
+// to be the intent's.
+func TestApproveWithoutChallenge(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessConfig{})
+	held := h.hold("w1", 20_000)
+	for _, mandate := range []string{"", "mdt-other"} {
+		if _, err := h.svc.Approve(ctx, ApproveRequest{IntentID: held.IntentID, MandateID: mandate, Acknowledged: true}, opCall("op-alice")); !errors.Is(err, ErrApprovalMismatch) {
+			t.Fatalf("approval naming mandate %q: %v, want ErrApprovalMismatch", mandate, err)
+		}
+	}
+	res, err := h.svc.Approve(ctx, ApproveRequest{IntentID: held.IntentID, MandateID: held.MandateID, Acknowledged: true}, opCall("op-alice"))
+	if err != nil || res.Outcome != OutcomeSettled {
+		t.Fatalf("approval without the challenge: %+v %v", res, err)
+	}
+}
+
 func TestRefund(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, harnessConfig{})
