@@ -201,7 +201,7 @@ func Contract() contract.Part {
 				Description: "The mandateId, or the challenge when one was sent, does not match the held payment. Use the " +
 					"mandateId the held list (or the payment's 202 answer) shows, and either no challenge or exactly the 202 answer's."},
 			{Code: CodeNotPending, Status: 409, Title: "Not waiting for approval", Action: contract.ActionStop,
-				Description: "The payment is not held for approval (it settled, failed, was denied or expired). Read the intent for its status."},
+				Description: "The payment is not held for approval (it settled, failed, was denied, expired or declined). Read the intent for its status."},
 			{Code: CodeRefundExceeds, Status: 422, Title: "Refund exceeds the payment", Action: contract.ActionFixRequest,
 				Description: "Refunds of a payment may not add up to more than the settled amount. Ask for at most the remaining amount."},
 			{Code: CodeBreakerNotTripped, Status: 409, Title: "Breaker not tripped", Action: contract.ActionStop,

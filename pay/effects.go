@@ -23,6 +23,7 @@ const (
 	StepFailed     Step = "failed"     // the rail declined; the reservation is released
 	StepVoided     Step = "voided"     // a hold was released
 	StepExpired    Step = "expired"    // an approval window or a hold expiry passed
+	StepDeclined   Step = "declined"   // an operator refused a held intent; the reservation is released
 	StepRefunding  Step = "refunding"  // a refund is about to be sent; an error refuses it
 	StepRefunded   Step = "refunded"   // a refund was recorded
 	// StepRefundRefused: the rail refused the refund StepRefunding

@@ -40,8 +40,8 @@ var (
 	// ErrHoldCaptured: the hold was already captured (or its capture is
 	// in progress).
 	ErrHoldCaptured = errcode.New(CodeHoldCaptured, "pay: the hold was already captured")
-	// ErrHoldReleased: the hold was released, expired, denied or failed;
-	// nothing can be captured.
+	// ErrHoldReleased: the hold was released, expired, denied, failed or
+	// declined by an operator; nothing can be captured.
 	ErrHoldReleased = errcode.New(CodeHoldReleased, "pay: the hold was released or expired")
 	// ErrCaptureExceeds: the capture is more than the held amount.
 	ErrCaptureExceeds = errcode.New(CodeCaptureExceeds, "pay: capture amount exceeds the held amount")
@@ -88,7 +88,8 @@ type HoldState struct {
 	// ReleasedMinor is what the capture gave back to the budget.
 	ReleasedMinor int64 `json:"releasedMinor,omitempty"`
 	// EndedBy says how a hold ended without capture: "release",
-	// "expiry", "decline".
+	// "expiry", "decline" (the rail declined it), "operator_decline" (an
+	// operator declined it while it waited for approval).
 	EndedBy string `json:"endedBy,omitempty"`
 }
 

@@ -55,7 +55,7 @@ type ApproveRequest struct {
 	Acknowledged bool   `json:"acknowledged"`
 }
 
-// approvalProof is what an approval shows of the held intent
+// approvalProof is what an approval or a decline shows of the held intent
 // besides the operator's signature: its mandate id, and the challenge of
 // the agent's 202 answer if the operator has it. The mandate id pins the
 // intent the operator means (with its id, which the signature covers); a
@@ -65,7 +65,7 @@ type approvalProof struct {
 	challenge []byte // SHA-256 of the challenge; nil when none was sent
 }
 
-// newApprovalProof parses what an approval shows. A
+// newApprovalProof parses what an approval or a decline shows. A
 // challenge that cannot be one (not base64url, not 32 bytes) is a
 // malformed request, 400; a well-formed one that is not this intent's is
 // a mismatch, 409, which matches finds.
@@ -95,8 +95,8 @@ func (p approvalProof) matches(in *Intent) bool {
 	return ok
 }
 
-// checkHeld checks, in the order Approve answers them, that in waits for
-// an operator and that p is its proof: ErrApprovalExpired for an
+// checkHeld checks, in the order Approve and Decline answer them, that in
+// waits for an operator and that p is its proof: ErrApprovalExpired for an
 // expired intent, ErrNotPending for any other status, ErrApprovalMismatch.
 // lapsed reports an approval window (or a hold's absolute end, an
 // obligation's deadline) that has passed although the sweep has not
@@ -270,31 +270,142 @@ func (s *Service) Approve(ctx context.Context, req ApproveRequest, call Operator
 	return s.settleClaimed(ctx, toSettle, nil, call.RequestID)
 }
 
-// expire moves a held intent to expired inside txn, releasing its
-// reservation and recording approval.expired.
+// DeclineRequest is the body of POST /operator/decline: the same proof of
+// which held intent is meant as an approval's ([ApproveRequest]), and why.
+type DeclineRequest struct {
+	IntentID  string `json:"intentId" validate:"required,max=64"`
+	Challenge string `json:"challenge,omitempty" validate:"omitempty,max=128" doc:"The challenge of the payment's 202 answer. Optional: when sent it must be this payment's (else 409 approval.mismatch); intentId and mandateId name the payment either way."`
+	MandateID string `json:"mandateId" validate:"required,max=128" doc:"The mandate the payment was held under (the held list shows it); another is 409 approval.mismatch."`
+	Rationale string `json:"rationale" validate:"required,max=2000"`
+}
+
+// Declined is the answer of a decline. A repeated decline answers the
+// first one's.
+type Declined struct {
+	IntentID   string    `json:"intentId"`
+	Status     Status    `json:"status" doc:"declined."`
+	MandateID  string    `json:"mandateId"`
+	DeclinedBy string    `json:"declinedBy" doc:"The key id of the operator who declined it."`
+	DeclinedAt time.Time `json:"declinedAt"`
+	AuditSeq   uint64    `json:"auditSeq" doc:"Sequence number of the approval.declined entry."`
+}
+
+// Decline refuses a held intent (a payment, a purchase, a protocol hold,
+// meter or obligation: whatever [Service.Approve] takes) for good. It
+// becomes declined, its reservation (and a session's share) is released
+// and a hold's part ends, exactly as when its approval window passes, and
+// approval.declined records it with the operator and the rationale.
+//
+// One operator's decline ends it, whatever the mandate's number of
+// approvals and whoever approved before: refusing is the direction that
+// fails closed. Nothing is asked of a rail (a held intent has nothing
+// there yet: even a hold is authorized only once approved), so neither the
+// kill switch nor a revoked or expired mandate stops it.
+//
+// The request shows the intent as an approval does, and is answered as one
+// would be: ErrNotPending for an intent that is not held, ErrApprovalExpired
+// for one whose window passed (expiring it if the sweep has not yet), and
+// ErrApprovalMismatch for a mandate id or challenge that is not its own.
+// Declining an intent already declined answers the first decline again
+// and records nothing.
+func (s *Service) Decline(ctx context.Context, req DeclineRequest, call OperatorCall) (*Declined, error) {
+	proof, err := newApprovalProof(req.Challenge, req.MandateID)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out      *Declined
+		deferred error
+	)
+	err = s.log.Update(ctx, func(txn store.Txn) error {
+		out, deferred = nil, nil
+		in, err := getIntent(txn, req.IntentID)
+		if err != nil {
+			return err
+		}
+		if in.Status == StatusDeclined && in.Approval != nil && in.Approval.Declined != nil {
+			if !proof.matches(in) {
+				return ErrApprovalMismatch
+			}
+			out = declinedOf(in)
+			return nil
+		}
+		if lapsed, err := checkHeld(in, proof, s.now()); err != nil {
+			return err
+		} else if lapsed {
+			deferred = ErrApprovalExpired
+			return s.expire(txn, in, call.RequestID)
+		}
+		rec, err := call.record("approval.declined", in.ID, map[string]any{
+			"approvalsRequired": in.Approval.Required, "approvalsReceived": len(in.Approval.Received), "mandateId": in.MandateID,
+		})
+		if err != nil {
+			return err
+		}
+		return s.endHeld(txn, in, StepDeclined, StatusDeclined, rec, "operator_decline", func(e audit.Entry) {
+			in.Approval.Declined = &ApprovalDecline{Operator: call.Operator, At: in.UpdatedAt, Rationale: call.Rationale, AuditSeq: e.Seq}
+			out = declinedOf(in)
+		})
+	})
+	switch {
+	case err != nil:
+		if errors.Is(err, ErrIntentNotFound) || errors.Is(err, ErrApprovalExpired) || errors.Is(err, ErrNotPending) ||
+			errors.Is(err, ErrApprovalMismatch) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("pay: decline: %w", err)
+	case deferred != nil:
+		return nil, deferred
+	}
+	return out, nil
+}
+
+func declinedOf(in *Intent) *Declined {
+	d := in.Approval.Declined
+	return &Declined{IntentID: in.ID, Status: in.Status, MandateID: in.MandateID, DeclinedBy: d.Operator,
+		DeclinedAt: d.At, AuditSeq: d.AuditSeq}
+}
+
+// expire moves a held intent to expired inside txn and records
+// approval.expired.
 func (s *Service) expire(txn store.Txn, in *Intent, requestID string) error {
-	if err := s.releaseReservation(txn, in); err != nil {
-		return err
-	}
-	if err := in.transition(StepExpired, StatusExpired); err != nil {
-		return err
-	}
-	in.UpdatedAt = s.now().UTC().Truncate(time.Microsecond)
 	data, err := json.Marshal(map[string]any{"expiresAt": in.Approval.ExpiresAt, "approvalsReceived": len(in.Approval.Received)})
 	if err != nil {
 		return err
 	}
-	if _, err := s.append(txn, audit.Record{Type: "approval.expired", IntentID: in.ID, RequestID: requestID,
-		Actor: audit.Actor{Kind: "system", ID: "approval-sweep"}, Data: data}); err != nil {
+	return s.endHeld(txn, in, StepExpired, StatusExpired, audit.Record{Type: "approval.expired", IntentID: in.ID,
+		RequestID: requestID, Actor: audit.Actor{Kind: "system", ID: "approval-sweep"}, Data: data}, "expiry", nil)
+}
+
+// endHeld ends a held intent that will not be approved, inside txn: its
+// reservation (and a session's share) released, the change to status to
+// at step, rec appended, the intent off the held list, a hold's part ended
+// by endedBy, the route's effect told, the intent stored. Expiry and an
+// operator's decline are the two ways, and share it so that both give
+// back exactly the same. noted, when set, is given the entry before the
+// intent is stored.
+func (s *Service) endHeld(txn store.Txn, in *Intent, step Step, to Status, rec audit.Record, endedBy string, noted func(audit.Entry)) error {
+	if err := s.releaseReservation(txn, in); err != nil {
 		return err
+	}
+	if err := in.transition(step, to); err != nil {
+		return err
+	}
+	in.UpdatedAt = s.now().UTC().Truncate(time.Microsecond)
+	e, err := s.append(txn, rec)
+	if err != nil {
+		return err
+	}
+	if noted != nil {
+		noted(e)
 	}
 	if err := heldList.Remove(txn, in.ID); err != nil {
 		return err
 	}
 	if in.Hold != nil {
-		in.Hold.Phase, in.Hold.EndedBy = HoldPhaseDone, "expiry"
+		in.Hold.Phase, in.Hold.EndedBy = HoldPhaseDone, endedBy
 	}
-	if err := s.changed(txn, in, StepExpired, requestID); err != nil {
+	if err := s.changed(txn, in, step, rec.RequestID); err != nil {
 		return err
 	}
 	return putIntent(txn, in)

@@ -3,11 +3,14 @@ package pay
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/settle"
@@ -152,6 +155,188 @@ func TestApprove(t *testing.T) {
 			t.Fatalf("page 2: %+v %v", page, err)
 		}
 	})
+}
+
+// TestDecline refuses held payments: each case holds one, prepares the
+// service, sends one decline and checks the answer, the intent's status,
+// the entries the decline appended and that no money moved.
+func TestDecline(t *testing.T) {
+	ctx := context.Background()
+	same := func(held *Held) DeclineRequest {
+		return DeclineRequest{IntentID: held.IntentID, Challenge: held.Challenge, MandateID: held.MandateID}
+	}
+	with := func(edit func(*DeclineRequest)) func(*Held) DeclineRequest {
+		return func(held *Held) DeclineRequest { r := same(held); edit(&r); return r }
+	}
+	other := base64.RawURLEncoding.EncodeToString(make([]byte, 32))
+	for _, tc := range []struct {
+		name    string
+		claims  func(*MandateClaims)
+		prepare func(t *testing.T, h *harness, held *Held)
+		req     func(*Held) DeclineRequest
+		// wantErr is matched with errors.Is; nil means declined.
+		wantErr     error
+		wantStatus  Status
+		wantEntries []string // what the decline appended
+	}{
+		{name: "held", req: same, wantStatus: StatusDeclined, wantEntries: []string{"approval.declined"}},
+		{name: "without the challenge", req: with(func(r *DeclineRequest) { r.Challenge = "" }),
+			wantStatus: StatusDeclined, wantEntries: []string{"approval.declined"}},
+		{name: "kill switch engaged", prepare: func(t *testing.T, h *harness, _ *Held) {
+			if _, err := h.svc.SetKillSwitch(ctx, true, opCall("op-alice")); err != nil {
+				t.Fatal(err)
+			}
+		}, req: same, wantStatus: StatusDeclined, wantEntries: []string{"approval.declined"}},
+		{name: "mandate revoked", prepare: func(t *testing.T, h *harness, held *Held) {
+			if _, err := h.svc.RevokeMandate(ctx, held.MandateID, opCall("op-alice")); err != nil {
+				t.Fatal(err)
+			}
+		}, req: same, wantStatus: StatusDeclined, wantEntries: []string{"approval.declined"}},
+		{name: "one of two approvals in", claims: func(c *MandateClaims) { c.Approvals = 2 },
+			prepare: func(t *testing.T, h *harness, held *Held) {
+				res, err := h.svc.Approve(ctx, ApproveRequest{IntentID: held.IntentID, MandateID: held.MandateID, Acknowledged: true}, opCall("op-alice"))
+				if err != nil || res.Outcome != OutcomeHeld {
+					t.Fatalf("first approval: %+v %v", res, err)
+				}
+			}, req: same, wantStatus: StatusDeclined, wantEntries: []string{"approval.declined"}},
+		{name: "another challenge", req: with(func(r *DeclineRequest) { r.Challenge = other }),
+			wantErr: ErrApprovalMismatch, wantStatus: StatusPendingApproval},
+		{name: "another mandate", req: with(func(r *DeclineRequest) { r.MandateID = "mdt-other" }),
+			wantErr: ErrApprovalMismatch, wantStatus: StatusPendingApproval},
+		{name: "no mandate", req: with(func(r *DeclineRequest) { r.MandateID, r.Challenge = "", "" }),
+			wantErr: ErrApprovalMismatch, wantStatus: StatusPendingApproval},
+		{name: "not a challenge", req: with(func(r *DeclineRequest) { r.Challenge = "AAAA" }),
+			wantErr: contract.ErrInvalid, wantStatus: StatusPendingApproval},
+		{name: "window passed, not swept yet", prepare: func(t *testing.T, h *harness, _ *Held) { h.clock.Add(25 * time.Hour) },
+			req: same, wantErr: ErrApprovalExpired, wantStatus: StatusExpired, wantEntries: []string{"approval.expired"}},
+		{name: "expired by the sweep", prepare: func(t *testing.T, h *harness, _ *Held) {
+			h.clock.Add(25 * time.Hour)
+			if n, err := h.svc.ExpireApprovals(ctx); err != nil || n != 1 {
+				t.Fatalf("sweep: %d %v", n, err)
+			}
+		}, req: same, wantErr: ErrApprovalExpired, wantStatus: StatusExpired},
+		{name: "approved", prepare: func(t *testing.T, h *harness, held *Held) {
+			res, err := h.svc.Approve(ctx, ApproveRequest{IntentID: held.IntentID, MandateID: held.MandateID, Acknowledged: true}, opCall("op-alice"))
+			if err != nil || res.Outcome != OutcomeSettled {
+				t.Fatalf("approve: %+v %v", res, err)
+			}
+		}, req: same, wantErr: ErrNotPending, wantStatus: StatusSettled},
+		{name: "unknown intent", req: with(func(r *DeclineRequest) { r.IntentID = "int_01JABCDEFGHJKMNPQRSTVWXYZ0" }),
+			wantErr: ErrIntentNotFound, wantStatus: StatusPendingApproval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessConfig{claims: tc.claims})
+			held := h.hold("d1", 20_000)
+			if tc.prepare != nil {
+				tc.prepare(t, h, held)
+			}
+			moved, _ := h.rail.Count(ctx)
+			before := len(h.entryTypes())
+			call := OperatorCall{Operator: "op-bob", RequestID: "req_decline", Rationale: "the vendor is not one of ours"}
+			got, err := h.svc.Decline(ctx, tc.req(held), call)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || got != nil {
+					t.Fatalf("Decline = %+v, %v; want %v", got, err, tc.wantErr)
+				}
+			} else if err != nil || got == nil || got.IntentID != held.IntentID || got.Status != StatusDeclined ||
+				got.MandateID != held.MandateID || got.DeclinedBy != "op-bob" || !got.DeclinedAt.Equal(h.clock.Now()) {
+				t.Fatalf("Decline = %+v, %v", got, err)
+			}
+			in, err := h.svc.Intent(ctx, h.caller, held.IntentID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Status != tc.wantStatus {
+				t.Errorf("status %s, want %s", in.Status, tc.wantStatus)
+			}
+			if added := h.entryTypes()[before:]; !slices.Equal(added, tc.wantEntries) {
+				t.Errorf("appended %v, want %v", added, tc.wantEntries)
+			}
+			if n, _ := h.rail.Count(ctx); n != moved {
+				t.Errorf("the rail saw %d payments, then %d: a decline moves no money", moved, n)
+			}
+			if tc.wantErr != nil {
+				return
+			}
+			e := h.lastEntry()
+			var data struct {
+				MandateID         string `json:"mandateId"`
+				ApprovalsRequired int    `json:"approvalsRequired"`
+			}
+			if e.Seq != got.AuditSeq || e.IntentID != held.IntentID || e.Actor != (audit.Actor{Kind: "operator", ID: "op-bob"}) ||
+				e.Rationale != call.Rationale || e.RequestID != call.RequestID || json.Unmarshal(e.Data, &data) != nil ||
+				data.MandateID != held.MandateID || data.ApprovalsRequired != held.ApprovalsRequired {
+				t.Errorf("entry %+v does not record the decline %+v", e, got)
+			}
+			if in.ReservedMinor != 0 || in.Approval.Declined == nil || in.Approval.Declined.AuditSeq != e.Seq {
+				t.Errorf("declined intent: reserved %d, decline %+v", in.ReservedMinor, in.Approval.Declined)
+			}
+			page, err := h.svc.Held(ctx, "", 10)
+			if err != nil || len(page.Data) != 0 {
+				t.Errorf("held list after the decline: %+v %v", page, err)
+			}
+		})
+	}
+}
+
+// TestDeclineTwice: a second decline, by the same operator or another,
+// answers the first one's and records nothing; an approval after it is
+// not pending.
+func TestDeclineTwice(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessConfig{})
+	held := h.hold("d2", 20_000)
+	req := DeclineRequest{IntentID: held.IntentID, Challenge: held.Challenge, MandateID: held.MandateID}
+	first, err := h.svc.Decline(ctx, req, opCall("op-alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := len(h.entryTypes())
+	h.clock.Add(time.Minute)
+	for _, tc := range []struct {
+		name string
+		req  DeclineRequest
+		op   string
+	}{
+		{"the same request", req, "op-alice"},
+		{"another operator, without the challenge", DeclineRequest{IntentID: held.IntentID, MandateID: held.MandateID}, "op-bob"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			again, err := h.svc.Decline(ctx, tc.req, opCall(tc.op))
+			if err != nil || *again != *first {
+				t.Fatalf("second decline = %+v, %v; want %+v", again, err, first)
+			}
+		})
+	}
+	if _, err := h.svc.Decline(ctx, DeclineRequest{IntentID: held.IntentID, MandateID: "mdt-other"}, opCall("op-bob")); !errors.Is(err, ErrApprovalMismatch) {
+		t.Errorf("second decline naming another mandate: %v, want ErrApprovalMismatch", err)
+	}
+	if _, err := h.svc.Approve(ctx, ApproveRequest{IntentID: held.IntentID, Challenge: held.Challenge, MandateID: held.MandateID,
+		Acknowledged: true}, opCall("op-bob")); !errors.Is(err, ErrNotPending) {
+		t.Errorf("approval of a declined intent: %v, want ErrNotPending", err)
+	}
+	if n := len(h.entryTypes()); n != entries {
+		t.Errorf("the repeats appended %d entries", n-entries)
+	}
+}
+
+// TestDeclineReleasesBudget: what a held payment reserved of the
+// mandate's period cap is spendable again once it is declined.
+func TestDeclineReleasesBudget(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessConfig{claims: func(c *MandateClaims) { c.PerPeriodCapMinor = 25_000 }})
+	held := h.hold("b1", 20_000)
+	res, err := h.pay(h.instruction("b2", 9_000, nil))
+	if err != nil || res.Outcome != OutcomeDenied || res.Denial.Reasons[0].Code != gate.CodePeriodCap {
+		t.Fatalf("9,000 beside 20,000 held under a cap of 25,000: %+v %v", res, err)
+	}
+	if _, err := h.svc.Decline(ctx, DeclineRequest{IntentID: held.IntentID, MandateID: held.MandateID}, opCall("op-alice")); err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.pay(h.instruction("b3", 9_000, nil))
+	if err != nil || res.Outcome != OutcomeSettled {
+		t.Fatalf("9,000 after the decline: %+v %v", res, err)
+	}
 }
 
 // TestApproveWithoutChallenge: the operator's approval may leave the

@@ -12,7 +12,8 @@ import (
 //
 //	pending_approval ──approve──▶ settling ──▶ settled ──refund──▶ partially_refunded ──▶ refunded
 //	        │                        │
-//	        └──window passed──▶ expired   └──declined──▶ failed
+//	        ├──window passed──▶ expired   └──the rail declines──▶ failed
+//	        └──an operator declines──▶ declined
 //	denied (terminal, decided by the gate)
 //
 // An intent asked for as a hold (see [HoldOptions]) stops at authorized
@@ -40,6 +41,11 @@ const (
 	StatusAuthorized Status = "authorized"
 	// StatusVoided: a hold released without a capture; nothing moved.
 	StatusVoided Status = "voided"
+	// StatusDeclined: an operator refused the held intent
+	// ([Service.Decline]); nothing moved and its reservation was
+	// released. Not to be confused with the rail's decline
+	// (payment.declined), which ends an intent failed.
+	StatusDeclined Status = "declined"
 )
 
 // Outcome is what a payment request came to, as the HTTP layer renders it:
@@ -185,6 +191,18 @@ type Approval struct {
 	// Acknowledge is true when the approval must carry acknowledged:true
 	// (irreversible or above a confirm threshold).
 	Acknowledge bool `json:"acknowledge"`
+	// Declined is set when an operator refused the intent: it is what a
+	// repeated decline answers.
+	Declined *ApprovalDecline `json:"declined,omitempty"`
+}
+
+// ApprovalDecline is an operator's refusal of a held intent.
+type ApprovalDecline struct {
+	Operator  string    `json:"operator"`
+	At        time.Time `json:"at"`
+	Rationale string    `json:"rationale"`
+	// AuditSeq is the approval.declined entry.
+	AuditSeq uint64 `json:"auditSeq"`
 }
 
 // ApprovalGrant is one operator's approval.

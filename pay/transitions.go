@@ -36,8 +36,9 @@ var transitions = []Transition{
 	{statusNew, StepDecided, StatusAuthorized, ""}, // a hold on a rail that does not
 	{StatusPendingApproval, StepApproved, StatusSettling, CodeNotPending},
 	{StatusPendingApproval, StepApproved, StatusAuthorized, CodeNotPending},
-	{StatusPendingApproval, StepExpired, StatusExpired, ""}, // the approval window, or a hold's end, passed
-	{StatusSettling, StepAuthorized, StatusAuthorized, ""},  // the rail authorized a hold
+	{StatusPendingApproval, StepExpired, StatusExpired, ""},               // the approval window, or a hold's end, passed
+	{StatusPendingApproval, StepDeclined, StatusDeclined, CodeNotPending}, // an operator refused it
+	{StatusSettling, StepAuthorized, StatusAuthorized, ""},                // the rail authorized a hold
 	{StatusAuthorized, StepCapture, StatusSettling, CodeHoldNotAuthorized},
 	{StatusAuthorized, StepVoided, StatusVoided, CodeHoldNotAuthorized},
 	{StatusAuthorized, StepExpired, StatusExpired, ""}, // the hold's expiry passed

@@ -169,7 +169,8 @@ func TestTransitionTable(t *testing.T) {
 }
 
 // TestTransitionsReachable drives real payments, approvals, holds,
-// captures, releases, expiries, declines and refunds through a service,
+// captures, releases, expiries, declines (by the rail and by an operator)
+// and refunds through a service,
 // watches every change its effect is told about, and checks that each is
 // a row of the table and that every row happens.
 func TestTransitionsReachable(t *testing.T) {
@@ -273,6 +274,11 @@ func TestTransitionsReachable(t *testing.T) {
 		h.clock.Add(25 * time.Hour)
 		if n, err := h.svc.ExpireApprovals(ctx); err != nil || n != 1 {
 			t.Fatalf("expire approvals: %d %v", n, err)
+		}
+		// held and declined by an operator
+		held = must(t, OutcomeHeld)(h.pay(h.instruction("p6", 20_000, nil))).Held
+		if _, err := h.svc.Decline(ctx, DeclineRequest{IntentID: held.IntentID, MandateID: held.MandateID}, opCall("op-alice")); err != nil {
+			t.Fatalf("decline: %v", err)
 		}
 	})
 	t.Run("a decline", func(t *testing.T) {

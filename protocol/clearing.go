@@ -43,6 +43,7 @@ const (
 	ClearingExpired         ClearingStatus = "expired"
 	ClearingDenied          ClearingStatus = "denied"
 	ClearingFailed          ClearingStatus = "failed"
+	ClearingDeclined        ClearingStatus = "declined"
 )
 
 // clearingOfObligation is the clearing status an obligation's status
@@ -53,7 +54,7 @@ var clearingOfObligation = map[ObligationStatus]ClearingStatus{
 	ObligationPendingApproval: ClearingPendingApproval, ObligationAuthorizing: ClearingAuthorizing,
 	ObligationAwaiting: ClearingPending, ObligationClearing: ClearingInProgress, ObligationSettled: ClearingCleared,
 	ObligationCancelled: ClearingCancelled, ObligationExpired: ClearingExpired, ObligationDenied: ClearingDenied,
-	ObligationFailed: ClearingFailed,
+	ObligationFailed: ClearingFailed, ObligationDeclined: ClearingDeclined,
 }
 
 // Clearing is an obligation's clearing state.
@@ -62,7 +63,8 @@ type Clearing struct {
 	// Status is pending (below the floor; 202 from clearing.attempt),
 	// cleared (settled: receipt), clearing (the capture is with the
 	// rail), or the obligation's own status when it cannot clear
-	// (pending_approval, authorizing, cancelled, expired, denied, failed).
+	// (pending_approval, authorizing, cancelled, expired, denied, failed,
+	// declined).
 	Status        ClearingStatus  `json:"status"`
 	EvidenceFloor EvidenceClass   `json:"evidenceFloor"`
 	Achieved      []EvidenceClass `json:"achieved" doc:"The strongest classes of the evidence so far (wit and rec may both appear: neither is above the other)."`

@@ -178,7 +178,7 @@ func (s *Service) withdrawChanged(txn store.Txn, in *pay.Intent, step pay.Step, 
 		if err := s.post(txn, "withdraw", in.ID, cur, move(withdrawingAccount(agent), worldAccount(in.Terms.Rail), in.SettledMinor())...); err != nil {
 			return err
 		}
-	case pay.StepFailed, pay.StepExpired:
+	case pay.StepFailed, pay.StepExpired, pay.StepDeclined:
 		if in.Decision.Outcome != gate.Deny {
 			if err := s.post(txn, "withdraw.release", in.ID, cur, move(withdrawingAccount(agent), availableAccount(agent), in.Amount.Minor)...); err != nil {
 				return err
@@ -196,7 +196,7 @@ func (s *Service) withdrawChanged(txn store.Txn, in *pay.Intent, step pay.Step, 
 
 func (s *Service) recordCustody(txn store.Txn, method string, in *pay.Intent, step pay.Step, requestID string) error {
 	switch step {
-	case pay.StepDecided, pay.StepSettled, pay.StepFailed, pay.StepExpired, pay.StepRefunded:
+	case pay.StepDecided, pay.StepSettled, pay.StepFailed, pay.StepExpired, pay.StepDeclined, pay.StepRefunded:
 	case pay.StepRefunding, pay.StepRefundRefused:
 		if method != "deposit" {
 			return nil // only a deposit's refund moves custody money before the rail answers

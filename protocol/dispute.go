@@ -135,7 +135,7 @@ func (s *Service) DeliveryRecord(ctx context.Context, call Call, req *DeliveryRe
 		return nil, err
 	}
 	switch subj.intent.Status {
-	case pay.StatusDenied, pay.StatusFailed:
+	case pay.StatusDenied, pay.StatusFailed, pay.StatusDeclined:
 		return nil, fmt.Errorf("%w: the payment was %s; nothing was bought", errDeliveryInvalid, subj.intent.Status)
 	}
 	var d DeliveryReport

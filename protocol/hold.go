@@ -35,12 +35,13 @@ const (
 	HoldExpired         HoldStatus = "expired"
 	HoldDenied          HoldStatus = "denied"
 	HoldFailed          HoldStatus = "failed"
+	HoldDeclined        HoldStatus = "declined" // an operator refused it while it waited for approval
 )
 
 // Hold is an authorization hold.
 type Hold struct {
 	ID       string     `json:"id" doc:"hold_ followed by the intent id's suffix."`
-	Status   HoldStatus `json:"status" doc:"pending_approval, authorizing, held, capturing, captured, released, expired, denied or failed."`
+	Status   HoldStatus `json:"status" doc:"pending_approval, authorizing, held, capturing, captured, released, expired, denied, failed or declined (an operator refused it while it waited for approval)."`
 	IntentID string     `json:"intentId"`
 	Payee    string     `json:"payee"`
 	Amount   pay.Amount `json:"amount" doc:"The amount held."`
@@ -77,6 +78,8 @@ func holdStatus(in *pay.Intent) HoldStatus {
 		return HoldExpired
 	case pay.StatusDenied:
 		return HoldDenied
+	case pay.StatusDeclined:
+		return HoldDeclined
 	}
 	return HoldFailed
 }
@@ -304,7 +307,7 @@ func notHoldAsNotFound(err error) error {
 var stepNames = map[pay.Step]string{
 	pay.StepDecided: "place", pay.StepApproved: "approve", pay.StepAuthorized: "authorize",
 	pay.StepCapture: "capture", pay.StepSettled: "settle", pay.StepFailed: "fail",
-	pay.StepVoided: "release", pay.StepExpired: "expire", pay.StepRefunding: "refund",
+	pay.StepVoided: "release", pay.StepExpired: "expire", pay.StepDeclined: "decline", pay.StepRefunding: "refund",
 	pay.StepRefunded: "refund", pay.StepRefundRefused: "refund",
 }
 

@@ -152,7 +152,7 @@ type InsuranceBindRequest struct {
 // Policy is an insurance policy.
 type InsurancePolicy struct {
 	ID       string     `json:"id" doc:"pol_ followed by the premium intent id's suffix."`
-	Status   string     `json:"status" doc:"pending_approval, binding (the premium is settling), active, void (premium refunded), denied, failed or expired."`
+	Status   string     `json:"status" doc:"pending_approval, binding (the premium is settling), active, void (premium refunded), denied, failed, expired or declined (an operator refused the premium while it waited for approval)."`
 	IntentID string     `json:"intentId" doc:"The premium's intent."`
 	Subject  string     `json:"subject"`
 	Limit    pay.Amount `json:"limit"`
@@ -280,7 +280,7 @@ func (s *Service) bindAdmit(txn store.Txn, in *pay.Intent) (*gate.Reason, error)
 		return nil, err
 	}
 	switch sub.Status {
-	case pay.StatusDenied, pay.StatusFailed, pay.StatusExpired, pay.StatusVoided, pay.StatusRefunded:
+	case pay.StatusDenied, pay.StatusFailed, pay.StatusExpired, pay.StatusVoided, pay.StatusRefunded, pay.StatusDeclined:
 		return &gate.Reason{Code: ReasonNothingToCover, Message: "the subject is " + string(sub.Status) + "; there is nothing to cover"}, nil
 	}
 	if disputed, err := hasAny(txn, disputeBySubject(subject)); err != nil {
@@ -295,7 +295,7 @@ func (s *Service) bindAdmit(txn store.Txn, in *pay.Intent) (*gate.Reason, error)
 			return nil, err
 		}
 		switch prior.Status {
-		case pay.StatusDenied, pay.StatusFailed, pay.StatusExpired, pay.StatusRefunded:
+		case pay.StatusDenied, pay.StatusFailed, pay.StatusExpired, pay.StatusRefunded, pay.StatusDeclined:
 		default:
 			return &gate.Reason{Code: ReasonAlreadyCovered, Message: "a policy covers this subject already"}, nil
 		}

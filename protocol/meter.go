@@ -55,6 +55,7 @@ const (
 	MeterExpired         = "expired"
 	MeterDenied          = "denied"
 	MeterFailed          = "failed"
+	MeterDeclined        = "declined" // an operator refused it while it waited for approval
 )
 
 // meterState is what the store keeps of a meter besides its intent.
@@ -71,7 +72,7 @@ type meterState struct {
 // Meter is a pay-per-use meter.
 type Meter struct {
 	ID             string       `json:"id" doc:"mtr_ followed by the intent id's suffix."`
-	Status         string       `json:"status" doc:"pending_approval, opening, open, closing, closed, expired, denied or failed."`
+	Status         string       `json:"status" doc:"pending_approval, opening, open, closing, closed, expired, denied, failed or declined (an operator refused it while it waited for approval)."`
 	IntentID       string       `json:"intentId"`
 	Payee          string       `json:"payee"`
 	CapMinor       int64        `json:"capMinor"`
@@ -125,6 +126,8 @@ func meterOf(in *pay.Intent, st *meterState, entries []uint64) Meter {
 		m.Status = MeterExpired
 	case HoldDenied:
 		m.Status = MeterDenied
+	case HoldDeclined:
+		m.Status = MeterDeclined
 	default:
 		m.Status = MeterFailed
 	}

@@ -50,6 +50,7 @@ const (
 	ObligationExpired         ObligationStatus = "expired"
 	ObligationDenied          ObligationStatus = "denied"
 	ObligationFailed          ObligationStatus = "failed"
+	ObligationDeclined        ObligationStatus = "declined" // an operator refused it while it waited for approval
 )
 
 // Problem codes of obligations and clearing.
@@ -71,7 +72,7 @@ var (
 	errDeadlinePassed      = errcode.New(CodeDeadlinePassed, "protocol: the obligation's deadline passed; it can no longer clear")
 	errObligationCancelled = errcode.New(CodeObligationCancelled, "protocol: the obligation was cancelled")
 	errObligationNotReady  = errcode.New(CodeObligationNotReady, "protocol: the obligation waits for approval or for the rail's authorization")
-	errObligationClosed    = errcode.New(CodeObligationClosed, "protocol: the obligation was denied or failed")
+	errObligationClosed    = errcode.New(CodeObligationClosed, "protocol: the obligation was denied, failed or declined by an operator")
 	errObligationEvidence  = errcode.New(CodeObligationEvidence, "protocol: evidence was submitted for the obligation; it can only clear or reach its deadline")
 	errObligationCleared   = errcode.New(CodeObligationCleared, "protocol: the obligation cleared")
 )
@@ -79,7 +80,7 @@ var (
 // Obligation is a conditional payment.
 type Obligation struct {
 	ID            string           `json:"id" doc:"obl_ followed by the intent id's suffix."`
-	Status        ObligationStatus `json:"status" doc:"pending_approval, authorizing, awaiting_evidence, clearing, settled, cancelled, expired (the deadline passed), denied or failed."`
+	Status        ObligationStatus `json:"status" doc:"pending_approval, authorizing, awaiting_evidence, clearing, settled, cancelled, expired (the deadline passed), denied, failed or declined (an operator refused it while it waited for approval)."`
 	IntentID      string           `json:"intentId"`
 	Payee         string           `json:"payee"`
 	Amount        pay.Amount       `json:"amount"`
@@ -104,7 +105,7 @@ func obligationStatus(in *pay.Intent) ObligationStatus { return obligationOfHold
 var obligationOfHold = map[HoldStatus]ObligationStatus{
 	HoldPendingApproval: ObligationPendingApproval, HoldAuthorizing: ObligationAuthorizing, HoldHeld: ObligationAwaiting,
 	HoldCapturing: ObligationClearing, HoldStatusCaptured: ObligationSettled, HoldReleased: ObligationCancelled,
-	HoldExpired: ObligationExpired, HoldDenied: ObligationDenied, HoldFailed: ObligationFailed,
+	HoldExpired: ObligationExpired, HoldDenied: ObligationDenied, HoldFailed: ObligationFailed, HoldDeclined: ObligationDeclined,
 }
 
 func obligationOf(in *pay.Intent, entries []uint64) Obligation {
@@ -358,7 +359,7 @@ func (s *Service) obligationView(ctx context.Context, in *pay.Intent) (*Obligati
 
 // ObligationListRequest is the body of obligation.list.
 type ObligationListRequest struct {
-	Status ObligationStatus `json:"status,omitempty" validate:"omitempty,oneof=pending_approval authorizing awaiting_evidence clearing settled cancelled expired denied failed"`
+	Status ObligationStatus `json:"status,omitempty" validate:"omitempty,oneof=pending_approval authorizing awaiting_evidence clearing settled cancelled expired denied failed declined"`
 	Cursor string           `json:"cursor,omitempty" validate:"max=64" doc:"Opaque: the nextCursor of the previous page."`
 	Limit  int              `json:"limit,omitempty" validate:"omitempty,min=1,max=100"`
 }

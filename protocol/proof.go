@@ -285,6 +285,8 @@ func statusOf(entries []ProvenEntry) (pay.Status, error) {
 			st = pay.StatusFailed
 		case "approval.expired", "payment.hold_expired":
 			st = pay.StatusExpired
+		case "approval.declined":
+			st = pay.StatusDeclined
 		case "payment.voided":
 			st = pay.StatusVoided
 		case "payment.refunded":

@@ -115,6 +115,7 @@ const (
 	stepFailed        = step(pay.StepFailed)
 	stepVoided        = step(pay.StepVoided)
 	stepExpired       = step(pay.StepExpired)
+	stepDeclined      = step(pay.StepDeclined)
 	stepRefunding     = step(pay.StepRefunding)
 	stepRefunded      = step(pay.StepRefunded)
 	stepRefundRefused = step(pay.StepRefundRefused)
@@ -137,6 +138,7 @@ var holdMachine = machine[HoldStatus]{name: "hold", rows: []row[HoldStatus]{
 	{HoldPendingApproval, HoldAuthorizing, stepApproved, nil},
 	{HoldPendingApproval, HoldHeld, stepApproved, nil},
 	{HoldPendingApproval, HoldExpired, stepExpired, nil},
+	{HoldPendingApproval, HoldDeclined, stepDeclined, nil},
 	{HoldAuthorizing, HoldHeld, stepAuthorized, nil},
 	{HoldAuthorizing, HoldFailed, stepFailed, nil},
 	{HoldHeld, HoldCapturing, stepCapture, nil},
@@ -157,6 +159,7 @@ var obligationMachine = machine[ObligationStatus]{name: "obligation", rows: []ro
 	{ObligationPendingApproval, ObligationAuthorizing, stepApproved, nil},
 	{ObligationPendingApproval, ObligationAwaiting, stepApproved, nil},
 	{ObligationPendingApproval, ObligationExpired, stepExpired, nil},
+	{ObligationPendingApproval, ObligationDeclined, stepDeclined, nil},
 	{ObligationAuthorizing, ObligationAwaiting, stepAuthorized, nil},
 	{ObligationAuthorizing, ObligationFailed, stepFailed, nil},
 	{ObligationAwaiting, ObligationClearing, stepCapture, nil}, // clear
@@ -178,6 +181,7 @@ var clearingMachine = machine[ClearingStatus]{name: "clearing", rows: []row[Clea
 	{ClearingPendingApproval, ClearingPending, stepApproved, nil},
 	{ClearingPendingApproval, ClearingAwaiting, stepApproved, nil}, // evidence came first
 	{ClearingPendingApproval, ClearingExpired, stepExpired, nil},
+	{ClearingPendingApproval, ClearingDeclined, stepDeclined, nil},
 	{ClearingAuthorizing, ClearingPending, stepAuthorized, nil},
 	{ClearingAuthorizing, ClearingAwaiting, stepAuthorized, nil}, // evidence came first
 	{ClearingAuthorizing, ClearingFailed, stepFailed, nil},
@@ -207,7 +211,7 @@ func holdBefore(in *pay.Intent, st pay.Step) HoldStatus {
 	switch st {
 	case pay.StepDecided:
 		return ""
-	case pay.StepApproved:
+	case pay.StepApproved, pay.StepDeclined:
 		return HoldPendingApproval
 	case pay.StepAuthorized:
 		return HoldAuthorizing

@@ -13,15 +13,17 @@ import (
 
 var allSteps = []step{stepRecord, stepAccept, stepDispute, stepOpen, stepRespond, stepResolve,
 	stepDecided, stepApproved, stepAuthorized, stepCapture, stepSettled, stepFailed, stepVoided, stepExpired,
-	stepRefunding, stepRefunded, stepRefundRefused, stepEvidence, stepDeadline, stepRefuse, stepClear}
+	stepDeclined, stepRefunding, stepRefunded, stepRefundRefused, stepEvidence, stepDeadline, stepRefuse, stepClear}
 
 var (
 	allHoldStatuses = []HoldStatus{HoldPendingApproval, HoldAuthorizing, HoldHeld, HoldCapturing, HoldStatusCaptured,
-		HoldReleased, HoldExpired, HoldDenied, HoldFailed}
+		HoldReleased, HoldExpired, HoldDenied, HoldFailed, HoldDeclined}
 	allObligationStatuses = []ObligationStatus{ObligationPendingApproval, ObligationAuthorizing, ObligationAwaiting,
-		ObligationClearing, ObligationSettled, ObligationCancelled, ObligationExpired, ObligationDenied, ObligationFailed}
+		ObligationClearing, ObligationSettled, ObligationCancelled, ObligationExpired, ObligationDenied, ObligationFailed,
+		ObligationDeclined}
 	allClearingStatuses = []ClearingStatus{ClearingPending, ClearingAwaiting, ClearingInProgress, ClearingCleared,
-		ClearingPendingApproval, ClearingAuthorizing, ClearingCancelled, ClearingExpired, ClearingDenied, ClearingFailed}
+		ClearingPendingApproval, ClearingAuthorizing, ClearingCancelled, ClearingExpired, ClearingDenied, ClearingFailed,
+		ClearingDeclined}
 )
 
 // walkMachine tries every (from, step, to) over statuses: each row of m

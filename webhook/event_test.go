@@ -30,6 +30,11 @@ func TestDerive(t *testing.T) {
 		{"memory.erased", `{}`, []string{EventMemoryErased, EventAuditAppended}},
 		{"memory.tainted", `{}`, []string{EventMemoryTainted, EventAuditAppended}},
 		{"agent.created", `{"id":"ak_1"}`, []string{EventAuditAppended}},
+		// An operator's decision on a held payment is no kind of its own,
+		// whichever it is: what follows an approval is payment.settled.
+		{"approval.granted", `{"approvalsReceived":1}`, []string{EventAuditAppended}},
+		{"approval.expired", `{"approvalsReceived":0}`, []string{EventAuditAppended}},
+		{"approval.declined", `{"mandateId":"mdt-1"}`, []string{EventAuditAppended}},
 		{"intent.denied", `{}`, []string{EventAuditAppended}}, // not an entry type: only the gate derives it
 	}
 	for _, tt := range tests {
