@@ -31,6 +31,7 @@ func (s *server) endpoints() map[string]endpoint {
 		"usage.get":         jsonEndpoint(s.usageGet),
 
 		"operator.approve":       rawEndpoint(s.opApprove),
+		"operator.decline":       jsonEndpoint(s.opDecline),
 		"operator.refund":        jsonEndpoint(s.opRefund),
 		"operator.kill_switch":   jsonEndpoint(s.opKillSwitch),
 		"operator.breaker_reset": jsonEndpoint(s.opBreakerReset),

@@ -379,6 +379,11 @@ func (fakeOperations) Approve(ctx context.Context, req pay.ApproveRequest, call 
 	return fakePayments{}.Pay(ctx, pay.Caller{}, []byte(`{"IdempotencyKey":"k"}`), "", call.RequestID)
 }
 
+func (fakeOperations) Decline(_ context.Context, req pay.DeclineRequest, call pay.OperatorCall) (*pay.Declined, error) {
+	return &pay.Declined{IntentID: req.IntentID, Status: pay.StatusDeclined, MandateID: req.MandateID, DeclinedBy: call.Operator,
+		DeclinedAt: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), AuditSeq: 9}, nil
+}
+
 func (fakeOperations) Refund(_ context.Context, req pay.RefundRequest, _ pay.OperatorCall) (*pay.RefundResult, error) {
 	return &pay.RefundResult{IntentID: req.IntentID, RefundID: "rf_1", RefundedMinor: 5, RemainingMinor: 0, Status: pay.StatusRefunded, AuditSeq: 9}, nil
 }

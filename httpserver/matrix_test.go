@@ -432,6 +432,7 @@ type matrixFixture struct {
 	settled     string // intent ids
 	held        string
 	challenge   string
+	declineHeld string       // a second held payment, for operator.decline (approve takes held)
 	idem        int          // idempotency keys minted so far
 	seq         atomic.Int64 // counterparty ids minted so far
 
@@ -545,8 +546,12 @@ func newMatrixFixture(t *testing.T) *matrixFixture {
 		t.Fatal(err)
 	}
 	fx.held, fx.challenge = held.IntentID, held.Challenge
-	if fx.settled == "" || fx.held == "" || fx.challenge == "" {
-		t.Fatalf("seeding: settled %q, held %q, challenge %q", fx.settled, fx.held, fx.challenge)
+	if err := json.Unmarshal(payOnce(20_000, http.StatusAccepted), &held); err != nil {
+		t.Fatal(err)
+	}
+	fx.declineHeld = held.IntentID
+	if fx.settled == "" || fx.held == "" || fx.challenge == "" || fx.declineHeld == "" {
+		t.Fatalf("seeding: settled %q, held %q, challenge %q, held to decline %q", fx.settled, fx.held, fx.challenge, fx.declineHeld)
 	}
 	fx.seedProtocol(t)
 	return fx
@@ -770,6 +775,11 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 		reflect.TypeFor[pay.ApproveRequest](): func(testing.TB) any {
 			return pay.ApproveRequest{IntentID: fx.held, Challenge: fx.challenge, MandateID: fx.mandateID,
 				Rationale: matrixRationale, Acknowledged: true}
+		},
+		reflect.TypeFor[pay.DeclineRequest](): func(testing.TB) any {
+			// Without the challenge, as an operator working from the held
+			// list sends it.
+			return pay.DeclineRequest{IntentID: fx.declineHeld, MandateID: fx.mandateID, Rationale: matrixRationale}
 		},
 		reflect.TypeFor[pay.RefundRequest](): func(testing.TB) any {
 			one := int64(1)

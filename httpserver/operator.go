@@ -16,6 +16,7 @@ import (
 // satisfies it.
 type Operations interface {
 	Approve(ctx context.Context, req pay.ApproveRequest, call pay.OperatorCall) (*pay.Result, error)
+	Decline(ctx context.Context, req pay.DeclineRequest, call pay.OperatorCall) (*pay.Declined, error)
 	Refund(ctx context.Context, req pay.RefundRequest, call pay.OperatorCall) (*pay.RefundResult, error)
 	SetKillSwitch(ctx context.Context, engaged bool, call pay.OperatorCall) (pay.Control, error)
 	ResetBreaker(ctx context.Context, call pay.OperatorCall) (pay.Control, error)
@@ -63,6 +64,21 @@ func (s *server) opApprove(w http.ResponseWriter, r *http.Request, _ *noParams) 
 		return err
 	}
 	return s.writePayResult(w, r, res)
+}
+
+func (s *server) opDecline(ctx context.Context, _ *noParams, req *pay.DeclineRequest) (pay.Declined, error) {
+	if s.operations == nil {
+		return pay.Declined{}, errNoOperations
+	}
+	call, err := operatorCall(ctx, req.Rationale)
+	if err != nil {
+		return pay.Declined{}, err
+	}
+	res, err := s.operations.Decline(ctx, *req, call)
+	if err != nil {
+		return pay.Declined{}, err
+	}
+	return *res, nil
 }
 
 func (s *server) opRefund(ctx context.Context, _ *noParams, req *pay.RefundRequest) (pay.RefundResult, error) {

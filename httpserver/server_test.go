@@ -49,6 +49,8 @@ func realRouteCases() []routeCase {
 		{op: "usage.get", target: "/usage?since=2026-11-01T00:00:00Z&until=2026-11-02T00:00:00Z&tags=team=a", status: 200, media: contract.MediaJSON},
 		{op: "operator.approve", method: "POST", target: "/operator/approve", body: `{"intentId":"int_1","challenge":"c","mandateId":"m","rationale":"routine check by ops","acknowledged":true}`, status: 200, media: contract.MediaJSON},
 		{op: "operator.approve", method: "POST", target: "/operator/approve", body: `{"intentId":"held","challenge":"c","mandateId":"m","rationale":"routine check by ops"}`, status: 202, media: contract.MediaJSON},
+		{op: "operator.approve", method: "POST", target: "/operator/approve", body: `{"intentId":"int_1","mandateId":"m","rationale":"routine check by ops","acknowledged":true}`, status: 200, media: contract.MediaJSON},
+		{op: "operator.decline", method: "POST", target: "/operator/decline", body: `{"intentId":"int_1","mandateId":"m","rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "operator.refund", method: "POST", target: "/operator/refund", body: `{"intentId":"int_1","amountMinor":5,"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "operator.kill_switch", method: "POST", target: "/operator/kill-switch", body: `{"engaged":true,"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},
 		{op: "operator.breaker_reset", method: "POST", target: "/operator/circuit-breaker/reset", body: `{"rationale":"routine check by ops"}`, status: 200, media: contract.MediaJSON},

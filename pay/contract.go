@@ -42,8 +42,9 @@ const (
 
 // Contract returns the money path's declarations for the contract model:
 // the agent's payment operations (pay.create, intents.*), the operator's
-// actions on payments and controls (operator.approve, operator.refund,
-// operator.kill_switch, operator.breaker_reset, operator.approvals) and
+// actions on payments and controls (operator.approve, operator.decline,
+// operator.refund, operator.kill_switch, operator.breaker_reset,
+// operator.approvals, operator.settling) and
 // mandate.revoke, with the problem types of the codes above.
 func Contract() contract.Part {
 	return contract.Part{
@@ -107,6 +108,19 @@ func Contract() contract.Part {
 				Problems: []string{contract.CodeOperatorUnauthorized, contract.CodeOperatorRationaleTooShort, CodeIntentNotFound, CodeApprovalExpired,
 					CodeApprovalMismatch, CodeNotPending, CodeUnauthorized, CodeFrozen, CodeRailUnavailable,
 					CodeDeclined, CodeInFlight, contract.CodeRequestTooLarge, contract.CodeRequestUnsupportedMediaType, contract.CodeUnavailable},
+			},
+			{
+				ID: "operator.decline", Method: "POST", Path: "/operator/decline",
+				Summary: "Decline a held payment",
+				Description: "Refuses a held payment or hold for good, named as for an approval: it becomes declined, its " +
+					"reservation is released and nothing moves. One operator's decline ends it, whatever the mandate's number " +
+					"of approvals. Works while the kill switch is engaged. Declining it again answers the first decline and " +
+					"records nothing.",
+				Credential: contract.CredentialOperator,
+				Body:       reflect.TypeFor[DeclineRequest](),
+				Responses:  []contract.Response{contract.JSON(200, "Declined.", reflect.TypeFor[Declined]())},
+				Problems: []string{contract.CodeOperatorUnauthorized, contract.CodeOperatorRationaleTooShort, CodeIntentNotFound, CodeApprovalExpired,
+					CodeApprovalMismatch, CodeNotPending, contract.CodeRequestTooLarge, contract.CodeRequestUnsupportedMediaType, contract.CodeUnavailable},
 			},
 			{
 				ID: "operator.refund", Method: "POST", Path: "/operator/refund", MovesValue: true,

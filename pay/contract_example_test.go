@@ -22,6 +22,7 @@ func ExampleContract() {
 	// intents.get GET /intents/{id} agent
 	// intents.events GET /intents/{id}/events agent
 	// operator.approve POST /operator/approve operator
+	// operator.decline POST /operator/decline operator
 	// operator.refund POST /operator/refund operator
 	// operator.kill_switch POST /operator/kill-switch operator
 	// operator.breaker_reset POST /operator/circuit-breaker/reset operator

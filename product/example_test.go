@@ -19,7 +19,7 @@ func ExampleDefinition() {
 	// Countersign 0.1.0
 	// contract  0 operations 15 problem types 0 event kinds
 	// audit     5 operations  3 problem types 0 event kinds
-	// pay       9 operations 16 problem types 0 event kinds
+	// pay      10 operations 16 problem types 0 event kinds
 	// auth      4 operations  4 problem types 0 event kinds
 	// webhook   7 operations  8 problem types 12 event kinds
 	// identity 10 operations 10 problem types 0 event kinds
@@ -48,6 +48,7 @@ func ExampleModel() {
 	// GET /intents/{id} intents.get agent
 	// GET /intents/{id}/events intents.events agent
 	// POST /operator/approve operator.approve operator
+	// POST /operator/decline operator.decline operator
 	// POST /operator/refund operator.refund operator
 	// POST /operator/kill-switch operator.kill_switch operator
 	// POST /operator/circuit-breaker/reset operator.breaker_reset operator
