@@ -27,7 +27,9 @@ Signs an operator request with your operator key (Svc-Operator header) and
 sends it. Every action that changes something needs --rationale (at least 10
 characters); it is written into the record with your key id.
 
-  approve         --intent ID --challenge C --mandate-id M --rationale R [--ack]
+  approve         --intent ID --rationale R [--ack] [--mandate-id M] [--challenge C]
+  decline         --intent ID --rationale R [--mandate-id M] [--challenge C]
+                                                     refuse a held payment for good
   refund          --intent ID [--amount MINOR] --rationale R
   kill-switch     --engage | --release, --rationale R
   reset-breaker   --rationale R
@@ -48,6 +50,11 @@ characters); it is written into the record with your key id.
                   --rationale R
                                                      register a merchant agents may buy from
   mandate         issue a mandate offline (no server): see "operator mandate -h"
+
+approve and decline name the held payment by its id and its mandate; without
+--mandate-id the mandate is read from the held list (operator approvals). The
+challenge of the payment's 202 answer is optional: the server keeps only its
+hash, and when sent it must match.
 
 --base-url is the server's configured public base URL, which the signature
 covers; it defaults to --url.`
@@ -76,9 +83,10 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	c.register(fs)
 	rationale := fs.String("rationale", "", "why, in at least 10 characters (written into the record)")
 	intent := fs.String("intent", "", "intent id (int_...)")
-	challenge := fs.String("challenge", "", "approval challenge from the payment's 202 answer")
-	mandateID := fs.String("mandate-id", "", "mandate id")
+	challenge := fs.String("challenge", "", "approval challenge from the payment's 202 answer (optional)")
+	mandateID := fs.String("mandate-id", "", "mandate id (approve, decline: default the held payment's, from the held list)")
 	ack := fs.Bool("ack", false, "acknowledge an irreversible or large payment")
+	fs.BoolVar(ack, "acknowledge", false, "same as --ack")
 	amount := fs.Int64("amount", 0, "refund amount in minor units (default: all that remains)")
 	engage := fs.Bool("engage", false, "engage the kill switch (freeze settlement)")
 	release := fs.Bool("release", false, "release the kill switch")
@@ -114,7 +122,26 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		body             any
 	)
 	switch action {
-	case "approve":
+	case "approve", "decline":
+		if *intent == "" {
+			return fmt.Errorf("operator %s: --intent is required", action)
+		}
+		if *mandateID == "" {
+			h, err := c.heldIntent(ctx, *intent)
+			if err != nil {
+				return fmt.Errorf("operator %s: %w", action, err)
+			}
+			*mandateID = h.MandateID
+			// The person sees what they are about to decide, from the
+			// server's own list, before the answer.
+			fmt.Fprintf(stderr, "%s: %d %s to %s (%s), held under mandate %s\n", h.IntentID, h.Amount.Minor, h.Amount.Currency,
+				h.Payee, h.Purpose, h.MandateID)
+		}
+		if action == "decline" {
+			op, method, path = "operator.decline", "POST", "/operator/decline"
+			body = pay.DeclineRequest{IntentID: *intent, Challenge: *challenge, MandateID: *mandateID, Rationale: *rationale}
+			break
+		}
 		op, method, path = "operator.approve", "POST", "/operator/approve"
 		body = pay.ApproveRequest{IntentID: *intent, Challenge: *challenge, MandateID: *mandateID, Rationale: *rationale, Acknowledged: *ack}
 	case "refund":
@@ -299,31 +326,7 @@ func (c *opClient) open() error {
 // do signs and sends one request and prints the answer; a problem answer
 // is returned as an error carrying its detail, so the exit code is 1.
 func (c *opClient) do(ctx context.Context, op, method, path string, body any, stdout io.Writer) error {
-	var raw []byte
-	if body != nil {
-		var err error
-		if raw, err = json.Marshal(body); err != nil {
-			return err
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.url+path, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if err := c.signer.Sign(req, op, raw); err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	status, out, err := c.send(ctx, op, method, path, body)
 	if err != nil {
 		return err
 	}
@@ -331,13 +334,80 @@ func (c *opClient) do(ctx context.Context, op, method, path string, body any, st
 	if json.Indent(&pretty, out, "", "  ") != nil {
 		pretty.Write(out)
 	}
-	fmt.Fprintf(stdout, "%d %s\n%s\n", resp.StatusCode, http.StatusText(resp.StatusCode), strings.TrimSpace(pretty.String()))
-	if resp.StatusCode >= 400 {
-		var p struct{ Code, Detail string }
-		_ = json.Unmarshal(out, &p)
-		return fmt.Errorf("%s: %s", firstNonEmpty(p.Code, resp.Status), p.Detail)
+	fmt.Fprintf(stdout, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(pretty.String()))
+	return problemError(status, out)
+}
+
+// send signs and sends one request and returns the status and the body.
+func (c *opClient) send(ctx context.Context, op, method, path string, body any) (int, []byte, error) {
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			return 0, nil, err
+		}
 	}
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if err := c.signer.Sign(req, op, raw); err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, out, err
+}
+
+// problemError is the error of a problem answer (nil below 400): its code
+// and detail.
+func problemError(status int, body []byte) error {
+	if status < 400 {
+		return nil
+	}
+	var p struct{ Code, Detail string }
+	_ = json.Unmarshal(body, &p)
+	return fmt.Errorf("%s: %s", firstNonEmpty(p.Code, strconv.Itoa(status)+" "+http.StatusText(status)), p.Detail)
+}
+
+// heldIntent finds an intent in the held list (GET /operator/approvals),
+// paging through it. An approval or a decline names the held payment by
+// its id and its mandate id; the challenge of the agent's 202 answer is
+// stored only hashed, so no list can give it back, and the server does not
+// need it from an operator (DESIGN §5).
+func (c *opClient) heldIntent(ctx context.Context, intentID string) (pay.HeldIntent, error) {
+	cursor := ""
+	for {
+		status, out, err := c.send(ctx, "operator.approvals", "GET", "/operator/approvals?"+pageQuery(100, cursor), nil)
+		if err != nil {
+			return pay.HeldIntent{}, err
+		}
+		if err := problemError(status, out); err != nil {
+			return pay.HeldIntent{}, fmt.Errorf("reading the held list: %w", err)
+		}
+		var page pay.HeldPage
+		if err := json.Unmarshal(out, &page); err != nil {
+			return pay.HeldIntent{}, fmt.Errorf("reading the held list: %w", err)
+		}
+		for _, h := range page.Data {
+			if h.IntentID == intentID {
+				return h, nil
+			}
+		}
+		if !page.HasMore || page.NextCursor == nil {
+			return pay.HeldIntent{}, fmt.Errorf("%s is not waiting for approval (it is not in the held list); give --mandate-id to ask the server anyway", intentID)
+		}
+		cursor = *page.NextCursor
+	}
 }
 
 const mandateSynopsis = `operator mandate --key FILE --agent HEX [flags] [--out FILE]

@@ -116,3 +116,78 @@ func TestMerchantsFileReadyWithoutErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOperatorApproveDecline approves and declines held payments from the
+// CLI the way a person working from the held list does: by intent id
+// alone, the CLI reading the mandate from the held list, and with the
+// challenge of the 202 answer when the person has it.
+func TestOperatorApproveDecline(t *testing.T) {
+	ss := startSandbox(t)
+	hold := func() cliResult {
+		t.Helper()
+		r := cli(t, "pay", "--url", ss.base, "--agent-key", filepath.Join(ss.dir, sandboxAgentKey),
+			"--credential", filepath.Join(ss.dir, sandboxCredential), "--mandate", filepath.Join(ss.dir, sandboxMandate),
+			"--payee", "acct:seller.example", "--amount", "25000", "--rail", "sandbox-card")
+		if r.status != 202 || r.str("intentId") == "" {
+			t.Fatalf("pay: %s", r.out)
+		}
+		return r
+	}
+	op := func(args ...string) cliResult {
+		return cli(t, append([]string{"operator", args[0], "--url", ss.base, "--key", filepath.Join(ss.dir, sandboxOperatorKey)}, args[1:]...)...)
+	}
+	const why = "the payee is not one of our vendors"
+
+	declined := hold()
+	id := declined.str("intentId")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		status int    // 0: refused before any request
+		want   string // in the output
+	}{
+		{"no intent", []string{"decline", "--rationale", why}, 0, "--intent is required"},
+		{"short rationale", []string{"decline", "--intent", id, "--rationale", "no"}, 400, "operator.rationale_too_short"},
+		{"another mandate", []string{"decline", "--intent", id, "--mandate-id", "mdt_other", "--rationale", why}, 409, "approval.mismatch"},
+		{"another payment's challenge", []string{"decline", "--intent", id, "--challenge", hold().str("challenge"), "--rationale", why}, 409, "approval.mismatch"},
+		{"not held", []string{"decline", "--intent", "int_01JABCDEFGHJKMNPQRSTVWXYZ0", "--rationale", why}, 0, "not in the held list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := op(tc.args...)
+			if r.code == 0 || r.status != tc.status || !strings.Contains(r.out, tc.want) {
+				t.Fatalf("exit %d, HTTP %d, want a failure with HTTP %d naming %q:\n%s", r.code, r.status, tc.status, tc.want, r.out)
+			}
+		})
+	}
+
+	first := op("decline", "--intent", id, "--rationale", why)
+	if first.code != 0 || first.status != 200 || first.str("status") != "declined" || first.str("mandateId") != declined.str("mandateId") ||
+		!strings.Contains(first.out, "held under mandate "+declined.str("mandateId")) {
+		t.Fatalf("decline by intent id alone: %s", first.out)
+	}
+	// Repeated with the mandate given (no lookup: it is no longer held),
+	// it answers the first decline.
+	again := op("decline", "--intent", id, "--mandate-id", declined.str("mandateId"), "--rationale", why)
+	if again.status != 200 || again.str("declinedAt") != first.str("declinedAt") || again.str("declinedBy") != first.str("declinedBy") {
+		t.Fatalf("second decline: %s", again.out)
+	}
+	if r := op("approve", "--intent", id, "--mandate-id", declined.str("mandateId"), "--rationale", why, "--acknowledge"); r.status != 409 ||
+		r.str("code") != "approval.not_pending" {
+		t.Fatalf("approval of a declined payment: %s", r.out)
+	}
+
+	approved := hold()
+	if r := op("approve", "--intent", approved.str("intentId"), "--rationale", "invoice checked with finance"); r.status != 202 {
+		t.Fatalf("approval without --acknowledge: %s", r.out)
+	}
+	if r := op("approve", "--intent", approved.str("intentId"), "--rationale", "invoice checked with finance", "--acknowledge"); r.status != 200 ||
+		r.str("intentId") != approved.str("intentId") || r.str("reference") == "" {
+		t.Fatalf("approval by intent id alone: %s", r.out)
+	}
+	// With the challenge of the 202 answer, as before.
+	withChallenge := hold()
+	if r := op("approve", "--intent", withChallenge.str("intentId"), "--challenge", withChallenge.str("challenge"),
+		"--mandate-id", withChallenge.str("mandateId"), "--rationale", "invoice checked with finance", "--ack"); r.status != 200 {
+		t.Fatalf("approval with the challenge: %s", r.out)
+	}
+}
