@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -289,11 +288,7 @@ func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, out, "", "  ") != nil {
-		pretty.Write(out)
-	}
-	fmt.Fprintf(stdout, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(pretty.String()))
+	printStatus(stdout, status, out)
 	if status != http.StatusOK && status != http.StatusAccepted {
 		return fmt.Errorf("%s not accepted (HTTP %d)", strings.TrimPrefix(path, "/"), status)
 	}

@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -218,11 +217,7 @@ func mandateSubject(tok string) string {
 // printAnswer prints a JSON answer indented; a 2xx answer is also written
 // to out when given, exactly as received (its signature covers it).
 func printAnswer(stdout io.Writer, status int, answer []byte, out string) error {
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, answer, "", "  ") != nil {
-		pretty.Write(answer)
-	}
-	fmt.Fprintf(stdout, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(pretty.String()))
+	printStatus(stdout, status, answer)
 	if status/100 != 2 {
 		return fmt.Errorf("refused (HTTP %d)", status)
 	}

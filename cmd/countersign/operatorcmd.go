@@ -323,6 +323,16 @@ func (c *opClient) open() error {
 	return err
 }
 
+// printStatus prints an HTTP answer's status line and its body, indented
+// when it is JSON.
+func printStatus(w io.Writer, status int, body []byte) {
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, body, "", "  ") != nil {
+		pretty.Write(body)
+	}
+	fmt.Fprintf(w, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(pretty.String()))
+}
+
 // do signs and sends one request and prints the answer; a problem answer
 // is returned as an error carrying its detail, so the exit code is 1.
 func (c *opClient) do(ctx context.Context, op, method, path string, body any, stdout io.Writer) error {
@@ -330,11 +340,7 @@ func (c *opClient) do(ctx context.Context, op, method, path string, body any, st
 	if err != nil {
 		return err
 	}
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, out, "", "  ") != nil {
-		pretty.Write(out)
-	}
-	fmt.Fprintf(stdout, "%d %s\n%s\n", status, http.StatusText(status), strings.TrimSpace(pretty.String()))
+	printStatus(stdout, status, out)
 	return problemError(status, out)
 }
 
