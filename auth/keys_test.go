@@ -154,21 +154,7 @@ func TestList(t *testing.T) {
 		}
 		created = append(created, iss.ID)
 	}
-	var got []string
-	cursor := ""
-	for {
-		page, err := keys.List(ctx, cursor, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range page.Data {
-			got = append(got, k.ID)
-		}
-		if !page.HasMore {
-			break
-		}
-		cursor = *page.NextCursor
-	}
+	got := listAll(t, keys)
 	if strings.Join(got, ",") != strings.Join(created, ",") {
 		t.Fatalf("listed %v, created %v", got, created)
 	}
@@ -259,21 +245,7 @@ func TestListMigratesLegacyLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 { // and once is enough: the second List finds the marker
-		var got []string
-		cursor := ""
-		for {
-			page, err := keys.List(ctx, cursor, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, k := range page.Data {
-				got = append(got, k.ID)
-			}
-			if !page.HasMore {
-				break
-			}
-			cursor = *page.NextCursor
-		}
+		got := listAll(t, keys)
 		if want := []string{legacy[1], legacy[0], iss.ID}; strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Fatalf("listed %v, want %v", got, want)
 		}
@@ -285,5 +257,25 @@ func TestListMigratesLegacyLayout(t *testing.T) {
 	page, err := keys.List(ctx, "", 100)
 	if err != nil || len(page.Data) != 3 || page.Data[1].ID != legacy[0] || page.Data[1].RevokedAt == nil {
 		t.Fatalf("after revoke: %+v %v", page, err)
+	}
+}
+
+// listAll pages through every key, two a page, and returns their ids.
+func listAll(t *testing.T, keys *Keys) []string {
+	t.Helper()
+	var got []string
+	cursor := ""
+	for {
+		page, err := keys.List(t.Context(), cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range page.Data {
+			got = append(got, k.ID)
+		}
+		if !page.HasMore {
+			return got
+		}
+		cursor = *page.NextCursor
 	}
 }

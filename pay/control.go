@@ -132,18 +132,8 @@ func (s *Service) ResetBreaker(ctx context.Context, call OperatorCall) (Control,
 			return err
 		}
 		// Denial streaks that tripped it start over too.
-		it := txn.Iterate([]byte(keyDenials), store.PrefixEnd([]byte(keyDenials)), false)
-		var keys [][]byte
-		for it.Next() {
-			keys = append(keys, append([]byte(nil), it.Key()...))
-		}
-		if err := it.Close(); err != nil {
+		if err := deleteUnder(txn, keyDenials); err != nil {
 			return err
-		}
-		for _, k := range keys {
-			if err := txn.Delete(k); err != nil {
-				return err
-			}
 		}
 		out = c
 		return putControl(txn, c)
@@ -252,4 +242,22 @@ func putInt(txn store.Txn, key []byte, v int64) error {
 		return txn.Delete(key)
 	}
 	return txn.Set(key, strconv.AppendInt(nil, v, 10))
+}
+
+// deleteUnder deletes every key under prefix in txn.
+func deleteUnder(txn store.Txn, prefix string) error {
+	var keys [][]byte
+	it := txn.Iterate([]byte(prefix), store.PrefixEnd([]byte(prefix)), false)
+	for it.Next() {
+		keys = append(keys, append([]byte(nil), it.Key()...))
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := txn.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -206,23 +206,6 @@ func TestListsMigrateLegacyLayout(t *testing.T) {
 	}
 }
 
-func deleteUnder(txn store.Txn, prefix string) error {
-	var keys [][]byte
-	it := txn.Iterate([]byte(prefix), store.PrefixEnd([]byte(prefix)), false)
-	for it.Next() {
-		keys = append(keys, append([]byte(nil), it.Key()...))
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := txn.Delete(k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func readSeq(h *harness, list seqlist.Index, id string) (seq uint64, ok bool, err error) {
 	err = h.st.View(context.Background(), func(r store.Reader) error {
 		seq, ok, err = list.Seq(r, id)
