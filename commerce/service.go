@@ -244,7 +244,7 @@ func (s *Service) Attach(_ *pay.Service, b *pay.Books) (pay.Attachment, error) {
 		return pay.Attachment{}, errors.New("commerce: attached to a money path already")
 	}
 	s.pay = b
-	return pay.Attachment{Rails: s.rails()}, nil
+	return pay.Attachment{Rails: s.rails(), Effects: map[pay.Route]pay.Effect{pay.RouteBuy: s.heldCartEffect()}}, nil
 }
 
 // Register adds a merchant of the configuration to the registry.
@@ -503,7 +503,7 @@ func (s *Service) Buy(ctx context.Context, c pay.Caller, p PurchaseRequest, head
 	meta := map[string]string{"merchant": p.Merchant, "cart": ct.ID, "rail": p.Rail, "version": m.Version(),
 		"merchantStatus": ct.RawStatus, "cartDigest": cartDigest(&ct)}
 	res, err := money.Authorize(ctx, pay.RouteBuy, c, in,
-		pay.Signed{Type: PurchaseType, Bytes: signed, Digest: dig, Metadata: meta}, headerKey, requestID)
+		pay.Signed{Type: PurchaseType, Bytes: signed, Digest: dig, Metadata: meta, OnHeld: keepHeldCart(&ct)}, headerKey, requestID)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -493,5 +494,60 @@ func TestSettleJoinsACompletionUnderTheSameKey(t *testing.T) {
 	busy.Amount = q.Totals.Total
 	if s, err := r.Settle(t.Context(), busy); err == nil || s.Status == settle.StatusDeclined || !errors.Is(err, cart.ErrUnknownOutcome) {
 		t.Errorf("a session being completed: %+v, %v; want an unknown outcome", s, err)
+	}
+}
+
+// TestHeldPurchaseShowsItsCart: the operator's held list shows a held
+// purchase's cart as the merchant priced it when the agent bought (kept
+// in the deciding transaction); a purchase that is not held keeps none.
+func TestHeldPurchaseShowsItsCart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lines []cart.LineRequest
+		held  bool
+	}{
+		{"held: a laptop and two mugs", []cart.LineRequest{line("sku-laptop", 1), line("sku-mug", 2)}, true},
+		{"held: one line", []cart.LineRequest{line("sku-laptop", 1)}, true},
+		{"settled at once: nothing kept", []cart.LineRequest{line("sku-mug", 2)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			q, err := f.svc.Quote(t.Context(), f.caller, QuoteRequest{Rail: "acp", Merchant: "shop", Currency: "USD", Lines: tc.lines}, "req")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := f.buy(f.purchase("cart", tc.lines...))
+			if err != nil || (res.Outcome == pay.OutcomeHeld) != tc.held {
+				t.Fatalf("buy: %v %+v", err, res)
+			}
+			var kept error
+			_ = f.st.View(t.Context(), func(r store.Reader) error { _, kept = r.Get([]byte(keyHeldCart + res.IntentID)); return nil })
+			if !tc.held {
+				if !errors.Is(kept, store.ErrNotFound) {
+					t.Fatalf("a settled purchase kept a cart: %v", kept)
+				}
+				return
+			}
+			page, err := f.pay.Held(t.Context(), "", 10)
+			if err != nil || len(page.Data) != 1 {
+				t.Fatalf("held list: %+v %v", page, err)
+			}
+			c := page.Data[0].Context
+			if c.Kind != pay.KindPurchase || c.Cart == nil {
+				t.Fatalf("kind %q cart %+v", c.Kind, c.Cart)
+			}
+			want := &pay.HeldCart{Merchant: "shop", Total: pay.Money{Minor: q.Totals.Total, Currency: "USD"}}
+			for _, l := range q.Lines {
+				want.Lines = append(want.Lines, pay.HeldCartLine{SKU: l.ItemID, Title: l.Title, Quantity: l.Quantity,
+					UnitPrice: pay.Money{Minor: l.Unit, Currency: "USD"}, Total: pay.Money{Minor: l.Total, Currency: "USD"}})
+			}
+			if !reflect.DeepEqual(c.Cart, want) {
+				t.Errorf("cart\n got %+v\nwant %+v", c.Cart, want)
+			}
+			if l := c.Cart.Lines[0]; l.SKU != "sku-laptop" || l.Title != "Laptop" || l.Quantity != 1 || l.UnitPrice.Minor != 150_000 ||
+				c.Cart.Total.Minor != page.Data[0].Amount.Minor {
+				t.Errorf("first line %+v, total %+v, held amount %+v", l, c.Cart.Total, page.Data[0].Amount)
+			}
+		})
 	}
 }

@@ -46,6 +46,14 @@ type Effect struct {
 	// transaction: at StepRefunding that refuses the refund; at any other
 	// step it is a fault (the change is retried by whoever retries it).
 	Changed func(txn store.Txn, in *Intent, step Step, requestID string) error
+	// Kind names what a held intent of the route is, for the operator's
+	// held list (HeldContext.Kind): "hold", "meter", ... Empty: "hold"
+	// for an intent asked for as a hold, "payment" otherwise.
+	Kind string
+	// Cart, when set, returns the cart of a held intent of the route, read
+	// in r, for the operator's held list (HeldContext.Cart); nil when it
+	// has none. It runs inside the view that reads the page.
+	Cart func(r store.Reader, in *Intent) (*HeldCart, error)
 }
 
 type effects struct {

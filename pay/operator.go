@@ -464,6 +464,9 @@ type HeldIntent struct {
 	ExpiresAt         time.Time       `json:"expiresAt"`
 	AgeSeconds        int64           `json:"ageSeconds"`
 	Approvals         []ApprovalGrant `json:"approvals"`
+	// Context is what the operator needs to judge the intent without
+	// other tools (see [HeldContext]).
+	Context HeldContext `json:"context"`
 }
 
 // ReasonView is a gate reason as listed to the operator.
@@ -482,11 +485,14 @@ type HeldPage struct {
 // Held lists the payments waiting for approval, oldest first: in the
 // order they were held, so that a payment held after a page was read is on
 // a later page, whatever its id. The cursor is the nextCursor of the
-// previous page ("" for the first).
+// previous page ("" for the first). Each carries its [HeldContext],
+// computed in the view that reads the page: per agent key on the page at
+// most [HeldHistoryLimit]+2 intents are read for it.
 func (s *Service) Held(ctx context.Context, cursor string, limit int) (HeldPage, error) {
 	page := HeldPage{Data: []HeldIntent{}}
 	now := s.now()
-	next, err := s.pageList(ctx, heldList, cursor, limit, func(in *Intent) bool {
+	var hc *heldContexts
+	next, err := s.pageList(ctx, heldList, cursor, limit, func(r store.Reader, in *Intent) (bool, error) {
 		h := HeldIntent{
 			IntentID: in.ID, AgentKeyID: in.AgentKeyID, Payee: in.Payee, Amount: in.Amount, Purpose: in.Purpose,
 			Rail: in.Terms.Rail, MandateID: in.MandateID, Reasons: []ReasonView{},
@@ -499,9 +505,13 @@ func (s *Service) Held(ctx context.Context, cursor string, limit int) (HeldPage,
 			h.ApprovalsRequired, h.ApprovalsReceived, h.Acknowledge = a.Required, len(a.Received), a.Acknowledge
 			h.ExpiresAt, h.Approvals = a.ExpiresAt, append(h.Approvals, a.Received...)
 		}
+		var err error
+		if h.Context, err = hc.of(in); err != nil {
+			return false, err
+		}
 		page.Data = append(page.Data, h)
-		return true
-	}, func() { page.Data = page.Data[:0] })
+		return true, nil
+	}, func(r store.Reader) { page.Data, hc = page.Data[:0], s.newHeldContexts(r, now) })
 	if err != nil {
 		return HeldPage{}, err
 	}
@@ -520,13 +530,13 @@ func (s *Service) Held(ctx context.Context, cursor string, limit int) (HeldPage,
 // intents follow. limit is 1..100 (0 means 20); a bad one is
 // audit.ErrBadLimit, a cursor no page returned audit.ErrBadCursor.
 func (s *Service) HeldOf(ctx context.Context, agentKeyID, cursor string, limit int) (intents []*Intent, next *string, err error) {
-	next, err = s.pageList(ctx, heldList, cursor, limit, func(in *Intent) bool {
+	next, err = s.pageList(ctx, heldList, cursor, limit, func(_ store.Reader, in *Intent) (bool, error) {
 		if in.AgentKeyID != agentKeyID || in.Status != StatusPendingApproval || in.Approval == nil {
-			return false
+			return false, nil
 		}
 		intents = append(intents, in)
-		return true
-	}, func() { intents = intents[:0] })
+		return true, nil
+	}, func(store.Reader) { intents = intents[:0] })
 	if err != nil {
 		return nil, nil, err
 	}

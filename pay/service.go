@@ -337,6 +337,12 @@ type Signed struct {
 	// approval) the intent is authorized and waits for [Books.Capture]
 	// or [Books.Void].
 	Hold *HoldOptions
+	// OnHeld, when set, runs in the deciding transaction when the gate
+	// holds the intent for an operator, after pay's own writes: what the
+	// caller keeps of the request for the operator's view of the held
+	// intent (commerce keeps the cart it priced, see [Effect].Cart). An
+	// error abandons the transaction.
+	OnHeld func(txn store.Txn, in *Intent) error
 }
 
 // authorizeSigned runs an instruction through the gate, the record and
@@ -688,8 +694,13 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		if err := s.changed(txn, intent, StepDecided, requestID); err != nil {
 			return err
 		}
-		prior, err = writeIntent(txn, intent)
-		return err
+		if prior, err = writeIntent(txn, intent); err != nil {
+			return err
+		}
+		if sg.OnHeld != nil && intent.Status == StatusPendingApproval {
+			return sg.OnHeld(txn, intent)
+		}
+		return nil
 	})
 	sending := err == nil && deferred == nil && res == nil && resume == "" && !toAuthorize
 	if shared && !sending {

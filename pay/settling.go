@@ -36,11 +36,11 @@ type SettlingPage struct {
 func (s *Service) Settling(ctx context.Context, cursor string, limit int) (SettlingPage, error) {
 	page := SettlingPage{Data: []SettlingIntent{}}
 	now := s.now()
-	next, err := s.pageList(ctx, settlingList, cursor, limit, func(in *Intent) bool {
+	next, err := s.pageList(ctx, settlingList, cursor, limit, func(_ store.Reader, in *Intent) (bool, error) {
 		in.Links = s.links(in.ID)
 		page.Data = append(page.Data, SettlingIntent{Intent: *in, AgeSeconds: int64(now.Sub(in.UpdatedAt) / time.Second)})
-		return true
-	}, func() { page.Data = page.Data[:0] })
+		return true, nil
+	}, func(store.Reader) { page.Data = page.Data[:0] })
 	if err != nil {
 		return SettlingPage{}, err
 	}
@@ -52,12 +52,13 @@ func (s *Service) Settling(ctx context.Context, cursor string, limit int) (Settl
 // after cursor, in commit order, calling add for each until it took limit
 // of them: add reports whether it took the intent, and a filter returns
 // false (the intent does not count, and the cursor never names it). reset
-// undoes the adds of an earlier attempt. It returns the next page's
+// undoes the adds of an earlier attempt. Both are given the view the page
+// is read in, for what add reads beside the intent. It returns the next page's
 // cursor, nil on the last page; when add filters, the next page may be
 // empty (an intent followed, add was not asked about it). limit is 1..100
 // (0 means 20); a bad one is audit.ErrBadLimit, a cursor no page returned
 // audit.ErrBadCursor.
-func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor string, limit int, add func(*Intent) bool, reset func()) (*string, error) {
+func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor string, limit int, add func(store.Reader, *Intent) (bool, error), reset func(store.Reader)) (*string, error) {
 	if limit == 0 {
 		limit = 20
 	}
@@ -76,14 +77,14 @@ func (s *Service) pageList(ctx context.Context, list seqlist.Index, cursor strin
 		more bool
 	)
 	err = s.st.View(ctx, func(r store.Reader) error {
-		reset()
+		reset(r)
 		var err error
 		last, more, err = seqlist.Page(r, list.Order, after, limit, func(id string, _ []byte) (bool, error) {
 			in, err := getIntent(r, id)
 			if err != nil {
 				return false, err
 			}
-			return add(in), nil
+			return add(r, in)
 		})
 		return err
 	})

@@ -140,16 +140,17 @@ func newService(o Options, p *pay.Service, b *pay.Books) (*Service, error) {
 }
 
 // attachment is what the surface brings to the money path: the effects of
-// its routes and the check of cited terms.
+// its routes (and the kind of a held spend of each, for the operator's
+// held list) and the check of cited terms.
 func (s *Service) attachment() pay.Attachment {
 	return pay.Attachment{
 		Effects: map[pay.Route]pay.Effect{
-			routeHoldPlace:     {Changed: s.holdChanged},
-			routeMeterOpen:     {Changed: s.meterChanged},
-			routeDeposit:       {Changed: s.depositChanged},
-			routeWithdraw:      {Admit: s.withdrawAdmit, Changed: s.withdrawChanged},
-			routeObligation:    {Changed: s.obligationChanged},
-			routeInsuranceBind: {Admit: s.bindAdmit, Changed: s.bindChanged},
+			routeHoldPlace:     {Kind: "hold", Changed: s.holdChanged},
+			routeMeterOpen:     {Kind: "meter", Changed: s.meterChanged},
+			routeDeposit:       {Kind: "deposit", Changed: s.depositChanged},
+			routeWithdraw:      {Kind: "withdrawal", Admit: s.withdrawAdmit, Changed: s.withdrawChanged},
+			routeObligation:    {Kind: "obligation", Changed: s.obligationChanged},
+			routeInsuranceBind: {Kind: "insurance", Admit: s.bindAdmit, Changed: s.bindChanged},
 		},
 		Terms: s.termsGate,
 	}
