@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/auth"
 	"github.com/countersign/countersign/commerce"
+	"github.com/countersign/countersign/console"
 	"github.com/countersign/countersign/httpserver"
 	"github.com/countersign/countersign/identity"
 	"github.com/countersign/countersign/internal/lease"
@@ -444,10 +445,30 @@ func (n *Node) openHandler() error {
 	if o.Metrics != nil {
 		cfg.Metrics = o.Metrics
 	}
-	if n.handler, err = httpserver.New(cfg); err != nil {
+	api, err := httpserver.New(cfg)
+	if err != nil {
 		return fmt.Errorf("countersign: HTTP surface: %w", err)
 	}
+	page, err := console.Handler(console.Config{BaseURL: o.BaseURL, RecordKey: n.log.VerifierKey(), Sandbox: o.Sandbox})
+	if err != nil {
+		return fmt.Errorf("countersign: operator console: %w", err)
+	}
+	n.handler = withConsole(api, page)
 	return nil
+}
+
+// withConsole routes /console and everything under console.Prefix to the
+// operator console's page, and every other path to the API, untouched
+// (no ServeMux: its path cleaning would redirect API requests the API's
+// own router answers).
+func withConsole(api, page http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "/console" || strings.HasPrefix(p, console.Prefix) {
+			page.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
 }
 
 // start runs the background work: webhook delivery, the minute's upkeep

@@ -98,7 +98,10 @@ func TestNodeServesAndCloses(t *testing.T) {
 	for _, tc := range []struct {
 		path   string
 		status int
-	}{{"/openapi.json", 200}, {"/healthz", 200}, {"/audit", 401}, {"/operator/approvals", 401}} {
+	}{{"/openapi.json", 200}, {"/healthz", 200}, {"/audit", 401}, {"/operator/approvals", 401},
+		// The operator console, beside the API: its page needs no
+		// credential (it holds none), the API behind it does.
+		{"/console", 301}, {"/console/", 200}, {"/console/config.json", 200}, {"/console/nope", 404}, {"/consoles", 404}} {
 		w := httptest.NewRecorder()
 		n.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, tc.path, nil))
 		if w.Code != tc.status {

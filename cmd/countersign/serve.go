@@ -589,7 +589,8 @@ func printBanner(w io.Writer, cfg serveConfig, baseURL, addr string) {
   data directory:   %s
   record verifier:  %s
   contract:         %s/openapi.json
-`, baseURL, addr, mode, cfg.data, filepath.Join(cfg.data, recordPubFile), baseURL)
+  operator console: %s/console/ (import your operator key there; it never leaves the browser)
+`, baseURL, addr, mode, cfg.data, filepath.Join(cfg.data, recordPubFile), baseURL, baseURL)
 	if cfg.metricsAddr != "" {
 		fmt.Fprintf(w, "  metrics:          http://%s/metrics (for the operator's monitoring: no credential, not on the API)\n", cfg.metricsAddr)
 	}
