@@ -26,10 +26,20 @@ const (
 	// CredentialOperator: an operator signature in the Svc-Operator header.
 	// Nothing else opens these operations.
 	CredentialOperator
+	// CredentialAgentOrOperator: an agent credential, or instead an
+	// operator signature (a read an operator's console makes of what
+	// agents read: the record, an intent). A request that carries the
+	// Svc-Operator header is the operator's, and the signature alone
+	// decides it (an agent credential beside it is not looked at); any
+	// other request is an agent's. An operator signature opens these as it
+	// opens an operator operation; an agent credential still opens no
+	// CredentialOperator operation.
+	CredentialAgentOrOperator
 )
 
-// String returns "none", "agent" or "operator" (the x-credential value in
-// the OpenAPI document), or "unset" for the invalid zero value.
+// String returns "none", "agent", "operator" or "agent-or-operator" (the
+// x-credential value in the OpenAPI document), or "unset" for the invalid
+// zero value.
 func (c Credential) String() string {
 	switch c {
 	case CredentialNone:
@@ -38,15 +48,29 @@ func (c Credential) String() string {
 		return "agent"
 	case CredentialOperator:
 		return "operator"
+	case CredentialAgentOrOperator:
+		return "agent-or-operator"
 	case credentialUnset:
 		return "unset"
 	}
 	return fmt.Sprintf("Credential(%d)", int(c))
 }
 
-// Valid reports whether c is one of the three defined classes.
+// Valid reports whether c is one of the four defined classes.
 func (c Credential) Valid() bool {
-	return c == CredentialNone || c == CredentialAgent || c == CredentialOperator
+	return c == CredentialNone || c == CredentialAgent || c == CredentialOperator || c == CredentialAgentOrOperator
+}
+
+// AcceptsAgent reports whether an agent credential opens operations of
+// class c.
+func (c Credential) AcceptsAgent() bool {
+	return c == CredentialAgent || c == CredentialAgentOrOperator
+}
+
+// AcceptsOperator reports whether an operator signature opens operations
+// of class c.
+func (c Credential) AcceptsOperator() bool {
+	return c == CredentialOperator || c == CredentialAgentOrOperator
 }
 
 // Media types used by the model.
@@ -562,7 +586,8 @@ func (m *Model) Problems() []ProblemType {
 // refused even where none are declared); one with a body adds
 // request.malformed_json, request.too_large and
 // request.unsupported_media_type; an agent operation adds auth.missing and
-// auth.invalid; an operator operation adds operator.unauthorized. An
+// auth.invalid; an operator operation adds operator.unauthorized (an
+// operation open to either adds all three). An
 // operation that takes a body or a credential adds store.unavailable: it
 // writes (what it does, an operator signature's nonce, a DPoP proof's
 // jti), and a write the storage refused is answered so.
@@ -581,11 +606,11 @@ func (m *Model) ProblemCodes(op Operation) []string {
 			set[c] = true
 		}
 	}
-	switch op.Credential {
-	case CredentialAgent:
+	if op.Credential.AcceptsAgent() {
 		set[CodeAuthMissing] = true
 		set[CodeAuthInvalid] = true
-	case CredentialOperator:
+	}
+	if op.Credential.AcceptsOperator() {
 		set[CodeOperatorUnauthorized] = true
 	}
 	for _, c := range op.Problems {

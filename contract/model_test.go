@@ -33,9 +33,29 @@ func TestCredentialZeroValueInvalid(t *testing.T) {
 	if c.Valid() || c.String() != "unset" {
 		t.Errorf("zero Credential: Valid=%v String=%q", c.Valid(), c.String())
 	}
-	for c, s := range map[Credential]string{CredentialNone: "none", CredentialAgent: "agent", CredentialOperator: "operator"} {
+	for c, s := range map[Credential]string{CredentialNone: "none", CredentialAgent: "agent", CredentialOperator: "operator",
+		CredentialAgentOrOperator: "agent-or-operator"} {
 		if !c.Valid() || c.String() != s {
 			t.Errorf("%v: Valid=%v String=%q", int(c), c.Valid(), c.String())
+		}
+	}
+}
+
+// TestCredentialAccepts: which credential opens which class. An agent
+// credential never opens an operator operation.
+func TestCredentialAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		c               Credential
+		agent, operator bool
+	}{
+		{CredentialNone, false, false},
+		{CredentialAgent, true, false},
+		{CredentialOperator, false, true},
+		{CredentialAgentOrOperator, true, true},
+		{Credential(0), false, false},
+	} {
+		if tc.c.AcceptsAgent() != tc.agent || tc.c.AcceptsOperator() != tc.operator {
+			t.Errorf("%s: AcceptsAgent %v AcceptsOperator %v, want %v %v", tc.c, tc.c.AcceptsAgent(), tc.c.AcceptsOperator(), tc.agent, tc.operator)
 		}
 	}
 }

@@ -173,6 +173,9 @@ func (m *Model) operation(op Operation) map[string]any {
 		o["security"] = []any{map[string]any{SchemeAgent: []any{}}}
 	case CredentialOperator:
 		o["security"] = []any{map[string]any{SchemeOperator: []any{}}}
+	case CredentialAgentOrOperator:
+		// Alternatives: either one opens the operation.
+		o["security"] = []any{map[string]any{SchemeAgent: []any{}}, map[string]any{SchemeOperator: []any{}}}
 	}
 	if op.Body != nil {
 		o["requestBody"] = map[string]any{
@@ -194,8 +197,12 @@ func (m *Model) operation(op Operation) map[string]any {
 //     credential, per key; no credential, per client address) but the 401
 //     of an agent operation, which is answered before a token is spent;
 //     and on the 401 and 429 of an operator operation: a refused signature
-//     that proves no identity spends the client address's budget;
-//   - WWW-Authenticate on the 401 of an agent operation;
+//     that proves no identity spends the client address's budget; an
+//     operation open to either credential declares them on every response
+//     (an agent's request carries them, an operator's signed one does not:
+//     a declared header may be absent);
+//   - WWW-Authenticate on the 401 of an operation an agent credential
+//     opens;
 //   - Idempotent-Replayed on the success responses of an operation that can
 //     answer from a stored outcome (see [Model.Replays]) and on its problem
 //     statuses that carry one of its own codes (a stored outcome can be a
@@ -203,7 +210,7 @@ func (m *Model) operation(op Operation) map[string]any {
 //     with before the operation runs never are).
 func (m *Model) responses(op Operation, docs opSchemas, codes []string) map[string]any {
 	out := make(map[string]any)
-	limited := op.Credential == CredentialAgent || op.Credential == CredentialNone
+	limited := op.Credential == CredentialAgent || op.Credential == CredentialNone || op.Credential == CredentialAgentOrOperator
 	replays := m.Replays(op)
 	rateLimit := func(h map[string]any) {
 		for _, name := range []string{HeaderRateLimitLimit, HeaderRateLimitRemaining, HeaderRateLimitReset} {
@@ -251,8 +258,10 @@ func (m *Model) responses(op Operation, docs opSchemas, codes []string) map[stri
 			if status == 401 || status == 429 {
 				rateLimit(headers)
 			}
+		case CredentialAgentOrOperator:
+			rateLimit(headers)
 		}
-		if op.Credential == CredentialAgent && status == 401 {
+		if op.Credential.AcceptsAgent() && status == 401 {
 			headers[HeaderWWWAuthenticate] = ref("headers", HeaderWWWAuthenticate)
 		}
 		enum := make([]any, len(cs))

@@ -120,11 +120,8 @@ func TestOpenAPIShape(t *testing.T) {
 		if !slices.Equal(o.Codes, m.ProblemCodes(op)) {
 			t.Errorf("%s: x-problem-codes %v", op.ID, o.Codes)
 		}
-		wantSec := map[Credential]string{CredentialNone: "", CredentialAgent: SchemeAgent, CredentialOperator: SchemeOperator}[op.Credential]
-		switch {
-		case wantSec == "" && len(o.Security) != 0,
-			wantSec != "" && (len(o.Security) != 1 || o.Security[0][wantSec] == nil):
-			t.Errorf("%s: security %v, want %q", op.ID, o.Security, wantSec)
+		if want := securityOf(op.Credential); !sameSecurity(o.Security, want) {
+			t.Errorf("%s: security %v, want %v", op.ID, o.Security, want)
 		}
 		for _, c := range o.Codes {
 			p, _ := m.Problem(c)
@@ -150,5 +147,81 @@ func TestOpenAPIBadBaseURL(t *testing.T) {
 	doc, err := testModel(t).OpenAPI(testBase + "/")
 	if err != nil || !bytes.Contains(doc, []byte(`"url": "`+testBase+`"`)) {
 		t.Errorf("trailing slash not trimmed: %v", err)
+	}
+}
+
+// securityOf is the security requirement an operation of class c must
+// declare: alternatives, each naming one scheme.
+func securityOf(c Credential) []string {
+	switch c {
+	case CredentialAgent:
+		return []string{SchemeAgent}
+	case CredentialOperator:
+		return []string{SchemeOperator}
+	case CredentialAgentOrOperator:
+		return []string{SchemeAgent, SchemeOperator}
+	}
+	return nil
+}
+
+func sameSecurity(got []map[string][]any, want []string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i, w := range want {
+		if len(got[i]) != 1 || got[i][w] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TestOpenAPIAgentOrOperator: an operation open to an agent credential or
+// an operator signature declares both schemes as alternatives, the
+// refusals of both, the rate-limit headers on every response (an agent's
+// request spends its key's bucket; an operator's unidentified refusal the
+// address's) and WWW-Authenticate on its 401.
+func TestOpenAPIAgentOrOperator(t *testing.T) {
+	op := baseOp()
+	op.Credential = CredentialAgentOrOperator
+	m, err := Build(def(op))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Paths map[string]map[string]struct {
+			Credential string                                      `json:"x-credential"`
+			Security   []map[string][]any                          `json:"security"`
+			Codes      []string                                    `json:"x-problem-codes"`
+			Responses  map[string]struct{ Headers map[string]any } `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPIDoc(t, m), &d); err != nil {
+		t.Fatal(err)
+	}
+	o := d.Paths["/things/{id}"]["get"]
+	if o.Credential != "agent-or-operator" || !sameSecurity(o.Security, []string{SchemeAgent, SchemeOperator}) {
+		t.Errorf("x-credential %q security %v", o.Credential, o.Security)
+	}
+	for _, c := range []string{CodeAuthMissing, CodeAuthInvalid, CodeOperatorUnauthorized} {
+		if !slices.Contains(o.Codes, c) {
+			t.Errorf("x-problem-codes %v lack %s", o.Codes, c)
+		}
+	}
+	for status, r := range o.Responses {
+		for _, h := range []string{HeaderRateLimitLimit, HeaderRateLimitRemaining, HeaderRateLimitReset} {
+			if r.Headers[h] == nil {
+				t.Errorf("%s: no %s", status, h)
+			}
+		}
+		if (r.Headers[HeaderWWWAuthenticate] != nil) != (status == "401") {
+			t.Errorf("%s: WWW-Authenticate declared: %v", status, r.Headers[HeaderWWWAuthenticate] != nil)
+		}
+	}
+	if _, ok := o.Responses["401"]; !ok {
+		t.Error("no 401 response")
+	}
+	if err := oasValidator(t).Validate(unmarshalInstance(t, openAPIDoc(t, m))); err != nil {
+		t.Errorf("the document is not valid OpenAPI 3.1: %v", err)
 	}
 }
