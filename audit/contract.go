@@ -16,7 +16,9 @@ const (
 
 // Contract returns the record's declarations for the contract model: the
 // operations that read the record (audit.*) and the problem types of its
-// codes.
+// codes. An agent credential or an operator's signature reads the record
+// (the operator's console has no agent credential); the live stream is
+// for agents.
 func Contract() contract.Part {
 	return contract.Part{
 		Name: "audit",
@@ -26,7 +28,7 @@ func Contract() contract.Part {
 				Summary: "List record entries",
 				Description: "Returns one page of the signed record in ascending sequence order. Pass the page's " +
 					"nextCursor as cursor to read on; nextCursor is null on the last page.",
-				Credential: contract.CredentialAgent,
+				Credential: contract.CredentialAgentOrOperator,
 				Params:     reflect.TypeFor[AuditListParams](),
 				Responses:  []contract.Response{contract.JSON(200, "A page of entries.", reflect.TypeFor[Page]())},
 				Problems:   []string{CodeBadCursor, contract.CodeUnavailable},
@@ -36,7 +38,7 @@ func Contract() contract.Part {
 				Summary: "Latest signed checkpoint",
 				Description: "Returns the latest signed Merkle tree head of the record. With Accept: text/plain " +
 					"the C2SP signed note is returned as is, for note-verifying tools.",
-				Credential: contract.CredentialAgent,
+				Credential: contract.CredentialAgentOrOperator,
 				Responses: []contract.Response{{Status: 200, Description: "The latest checkpoint.", Content: []contract.Content{
 					{MediaType: contract.MediaJSON, Type: reflect.TypeFor[Checkpoint]()},
 					{MediaType: contract.MediaText},
@@ -48,7 +50,7 @@ func Contract() contract.Part {
 				Summary: "One entry with its inclusion proof",
 				Description: "Returns the entry with sequence number seq and a proof that it is included in the " +
 					"tree of treeSize entries (the latest checkpoint when treeSize is omitted).",
-				Credential: contract.CredentialAgent,
+				Credential: contract.CredentialAgentOrOperator,
 				Params:     reflect.TypeFor[AuditEntryParams](),
 				Responses:  []contract.Response{contract.JSON(200, "The entry and its inclusion proof.", reflect.TypeFor[AuditEntryWithProof]())},
 				Problems:   []string{CodeNotFound, CodeOutOfRange, contract.CodeUnavailable},
@@ -58,7 +60,7 @@ func Contract() contract.Part {
 				Summary: "Consistency proof between two tree sizes",
 				Description: "Proves that the tree of size from is a prefix of the tree of size to (the latest " +
 					"checkpoint when to is omitted): the record only grew.",
-				Credential: contract.CredentialAgent,
+				Credential: contract.CredentialAgentOrOperator,
 				Params:     reflect.TypeFor[AuditConsistencyParams](),
 				Responses:  []contract.Response{contract.JSON(200, "The consistency proof.", reflect.TypeFor[ConsistencyProof]())},
 				Problems:   []string{CodeOutOfRange, contract.CodeUnavailable},

@@ -18,10 +18,10 @@ func ExampleContract() {
 	}
 	fmt.Println(len(part.Events), "event kinds")
 	// Output:
-	// audit.list GET /audit agent
-	// audit.checkpoint GET /audit/checkpoint agent
-	// audit.entry GET /audit/entries/{seq} agent
-	// audit.consistency GET /audit/consistency agent
+	// audit.list GET /audit agent-or-operator
+	// audit.checkpoint GET /audit/checkpoint agent-or-operator
+	// audit.entry GET /audit/entries/{seq} agent-or-operator
+	// audit.consistency GET /audit/consistency agent-or-operator
 	// audit.stream GET /audit/stream agent
 	// audit.bad_cursor 400 fix-request
 	// audit.not_found 404 fix-request

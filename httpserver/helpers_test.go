@@ -358,6 +358,14 @@ func (fakePayments) IntentEvents(context.Context, pay.Caller, string, string, in
 	return audit.Page{}, nil
 }
 
+func (f fakePayments) OperatorIntent(ctx context.Context, id string) (*pay.Intent, error) {
+	return f.Intent(ctx, pay.Caller{KeyID: "ak_other", Agents: []string{strings.Repeat("a", 64)}}, id)
+}
+
+func (fakePayments) OperatorIntentEvents(context.Context, string, string, int) (audit.Page, error) {
+	return audit.Page{}, nil
+}
+
 var testTerms = pay.Terms{Rail: "sandbox-card", Reversibility: gate.Reversible, Finality: gate.FinalityInstant,
 	Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated}
 

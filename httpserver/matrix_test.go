@@ -429,6 +429,7 @@ type matrixFixture struct {
 	victimEPID  string // the endpoint the delete route deletes
 	revokedCred string
 	dpopCred    string // a DPoP-bound key presented as a bearer token
+	otherCred   string // a valid credential of another agent key, acting for another agent
 	settled     string // intent ids
 	held        string
 	challenge   string
@@ -498,6 +499,15 @@ func newMatrixFixture(t *testing.T) *matrixFixture {
 		}
 		*id = c.ID
 	}
+	otherPub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fx.matrixStack.keys.Create(ctx, auth.CreateRequest{Name: "matrix-other-agent", AgentIDs: []string{hex.EncodeToString(otherPub)}}, seed, "req_seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.otherCred = other.Credential
 	thumb := sha256.Sum256([]byte("a DPoP key"))
 	fx.dpopCred = issue("matrix-dpop", base64.RawURLEncoding.EncodeToString(thumb[:])).Credential
 
@@ -1162,7 +1172,7 @@ type expectKind int
 
 const (
 	expectRefused  expectKind = iota // the credential is refused, nothing changes
-	expectAccepted                   // the credential is accepted: not a 401
+	expectAccepted                   // the credential is accepted: not a 401 (and status, when set)
 	expectOpen                       // a route without credentials: 2xx, nothing changes
 )
 
@@ -1196,6 +1206,9 @@ func (fx *matrixFixture) run(t *testing.T, op contract.Operation, c matrixCase, 
 	switch c.want.kind {
 	case expectAccepted:
 		t.Logf("%s %s: %d %s", w.method, w.target(), res.status, res.Code)
+		if c.want.status != 0 && res.status != c.want.status {
+			t.Fatalf("status %d %s, want %d\n%s", res.status, res.Code, c.want.status, res.body)
+		}
 		if res.status >= 500 {
 			// Past the credential check, but worth a look: the stack does
 			// not wire Config.Usage (its flush goroutine would write to the
@@ -1282,6 +1295,14 @@ func brokenRequest(code string) bool {
 //     and DPoP-bound-as-bearer credentials are 401 auth.invalid; nothing
 //     changes and the operator verifier is never consulted. The fixture's
 //     credential is not a 401.
+//   - agent or operator (the record and intent reads an operator's console
+//     makes): without any credential 401 auth.missing; the agent cases
+//     above, but an operator signature now opens the route, with each
+//     trusted key, and reads any intent (200); with the Svc-Operator
+//     header the signature alone decides, so every operator attack above
+//     is refused as on an operator route, even beside a valid agent
+//     credential; another agent key reads the record but not the
+//     fixture's intents (404 intent.not_found).
 //   - none: answers 2xx without credentials, and garbage credentials are
 //     ignored rather than refused: serveOperation does not look at the
 //     Authorization or Svc-Operator header of a CredentialNone operation
@@ -1295,7 +1316,7 @@ func TestMatrix(t *testing.T) {
 
 	var operatorIDs []string
 	for _, op := range ops {
-		if op.Credential == contract.CredentialOperator {
+		if op.Credential.AcceptsOperator() {
 			operatorIDs = append(operatorIDs, op.ID)
 		}
 	}
@@ -1309,10 +1330,12 @@ func TestMatrix(t *testing.T) {
 				cases = fx.operatorCases(t, b, op, otherOperation(operatorIDs, op.ID))
 			case contract.CredentialAgent:
 				cases = fx.agentCases(t, b, op)
+			case contract.CredentialAgentOrOperator:
+				cases = fx.eitherCases(t, b, op, otherOperation(operatorIDs, op.ID))
 			case contract.CredentialNone:
 				cases = fx.openCases(t, b, op)
 			default:
-				t.Fatalf("operation %s has credential class %v: every route must be None, Agent or Operator, "+
+				t.Fatalf("operation %s has credential class %v: every route must be None, Agent, Operator or AgentOrOperator, "+
 					"and this matrix must know how to attack it", op.ID, op.Credential)
 			}
 			tally.ops[op.Credential]++
@@ -1322,10 +1345,10 @@ func TestMatrix(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("route × credential matrix: %d operations (%d operator, %d agent, %d none) × their credential cases = %d cells: "+
+	t.Logf("route × credential matrix: %d operations (%d operator, %d agent, %d agent or operator, %d none) × their credential cases = %d cells: "+
 		"%d refused as required, %d positive controls accepted, %d open routes answered; %d escalations",
-		len(ops), tally.ops[contract.CredentialOperator], tally.ops[contract.CredentialAgent], tally.ops[contract.CredentialNone],
-		cells, tally.refused, tally.accepted, tally.open, tally.escalations)
+		len(ops), tally.ops[contract.CredentialOperator], tally.ops[contract.CredentialAgent], tally.ops[contract.CredentialAgentOrOperator],
+		tally.ops[contract.CredentialNone], cells, tally.refused, tally.accepted, tally.open, tally.escalations)
 	if tally.escalations != 0 {
 		t.Errorf("%d cells escalated", tally.escalations)
 	}
@@ -1605,6 +1628,67 @@ func (fx *matrixFixture) agentCases(t *testing.T, b builder, op contract.Operati
 			status: http.StatusUnauthorized, code: contract.CodeAuthInvalid, reason: "missing_proof"}},
 		matrixCase{"positive_control", bearer("Bearer " + fx.cred), expect{kind: expectAccepted}},
 	)
+	return cases
+}
+
+// eitherCases attacks an operation an agent credential or an operator
+// signature opens. It is the agent cases and the operator cases, but where
+// the two meet: a request without the Svc-Operator header is an agent's
+// (no credential is auth.missing, and the verifier is never asked); one
+// with it is the operator's, and the signature alone decides (a valid
+// agent credential beside a bad signature is still refused, a valid
+// signature beside a broken agent credential is accepted). Another agent
+// key reads the record, but not the fixture key's intents; an operator
+// reads them.
+func (fx *matrixFixture) eitherCases(t *testing.T, b builder, op contract.Operation, otherOp string) []matrixCase {
+	base := b.build(t, op, false)
+	readsOwnIntent := slices.Contains(op.Problems, pay.CodeIntentNotFound)
+	must := mustSigner(t)
+	var cases []matrixCase
+	for _, c := range fx.agentCases(t, b, op) {
+		switch {
+		case strings.HasPrefix(c.name, "operator_signature_only_"):
+			// An operator signature opens the route.
+			c.want = expect{kind: expectAccepted, status: http.StatusOK}
+		case c.name == "operator_signature_and_malformed_bearer":
+			// The signature decides; the bearer beside it is not read.
+			c.want = expect{kind: expectAccepted, status: http.StatusOK}
+		case c.name == "positive_control":
+			c.want.status = http.StatusOK
+		}
+		cases = append(cases, c)
+	}
+	otherAgent := expect{kind: expectAccepted, status: http.StatusOK}
+	if readsOwnIntent {
+		otherAgent = expect{kind: expectRefused, status: http.StatusNotFound, code: pay.CodeIntentNotFound}
+	}
+	cases = append(cases, matrixCase{"other_agent", func(*testing.T) wire { return base.with("Authorization", "Bearer "+fx.otherCred) }, otherAgent})
+	for _, c := range fx.operatorCases(t, b, op, otherOp) {
+		switch {
+		case c.name == "no_credential", c.name == "agent_bearer":
+			continue // agent requests, above
+		case strings.HasPrefix(c.name, "positive_control_"):
+			c.want.status = http.StatusOK
+		}
+		cases = append(cases, c)
+	}
+	for _, key := range fx.keys.ops {
+		cases = append(cases,
+			matrixCase{"operator_signature_and_agent_bearer_" + key.alg, func(t *testing.T) wire {
+				w := base.with("Authorization", "Bearer "+fx.otherCred)
+				return w.with(operator.HeaderName, sign(t, must(key.signer(matrixClock, matrixBase)), op.ID, w))
+			}, expect{kind: expectAccepted, status: http.StatusOK}},
+			matrixCase{"wrong_operator_key_and_agent_bearer_" + key.alg, func(t *testing.T) wire {
+				w := base.with("Authorization", "Bearer "+fx.cred)
+				return w.with(operator.HeaderName, sign(t, must(key.forge(matrixClock)), op.ID, w))
+			}, expect{kind: expectRefused, status: http.StatusUnauthorized, code: contract.CodeOperatorUnauthorized,
+				reason: operator.ReasonBadSignature, refusals: 1}},
+		)
+	}
+	cases = append(cases, matrixCase{"empty_operator_header_and_agent_bearer", func(*testing.T) wire {
+		return base.with("Authorization", "Bearer "+fx.cred).with(operator.HeaderName, "")
+	}, expect{kind: expectRefused, status: http.StatusUnauthorized, code: contract.CodeOperatorUnauthorized,
+		reason: operator.ReasonMissingHeader, refusals: 1}})
 	return cases
 }
 

@@ -21,6 +21,10 @@ type Payments interface {
 	Pay(ctx context.Context, c pay.Caller, body []byte, headerKey, requestID string) (*pay.Result, error)
 	Intent(ctx context.Context, c pay.Caller, id string) (*pay.Intent, error)
 	IntentEvents(ctx context.Context, c pay.Caller, id, cursor string, limit int) (audit.Page, error)
+	// OperatorIntent and OperatorIntentEvents read any intent: they serve
+	// the requests an operator's signature opened.
+	OperatorIntent(ctx context.Context, id string) (*pay.Intent, error)
+	OperatorIntentEvents(ctx context.Context, id, cursor string, limit int) (audit.Page, error)
 }
 
 // HeaderReplayed marks a response answered from the stored outcome of an
@@ -108,30 +112,50 @@ func (s *server) writePayResult(w http.ResponseWriter, r *http.Request, res *pay
 	return fmt.Errorf("httpserver: unknown payment outcome %q", res.Outcome)
 }
 
+// intentGet serves intents.get: an agent key reads its own intents, an
+// operator (whose signature opened the request) any intent.
 func (s *server) intentGet(ctx context.Context, p *pay.IntentParams, _ *noBody) (pay.Intent, error) {
 	if s.payments == nil {
 		return pay.Intent{}, errNoPayments
 	}
-	c, err := caller(ctx)
-	if err != nil {
-		return pay.Intent{}, err
+	var (
+		in  *pay.Intent
+		err error
+	)
+	if _, ok := OperatorFrom(ctx); ok {
+		in, err = s.payments.OperatorIntent(ctx, p.ID)
+	} else {
+		var c pay.Caller
+		if c, err = caller(ctx); err != nil {
+			return pay.Intent{}, err
+		}
+		in, err = s.payments.Intent(ctx, c, p.ID)
 	}
-	in, err := s.payments.Intent(ctx, c, p.ID)
 	if err != nil {
 		return pay.Intent{}, err
 	}
 	return *in, nil
 }
 
+// intentEvents serves intents.events, with intentGet's rule of who reads
+// which intent.
 func (s *server) intentEvents(ctx context.Context, p *pay.IntentEventsParams, _ *noBody) (audit.Page, error) {
 	if s.payments == nil {
 		return audit.Page{}, errNoPayments
 	}
-	c, err := caller(ctx)
-	if err != nil {
-		return audit.Page{}, err
+	var (
+		page audit.Page
+		err  error
+	)
+	if _, ok := OperatorFrom(ctx); ok {
+		page, err = s.payments.OperatorIntentEvents(ctx, p.ID, p.Cursor, p.Limit)
+	} else {
+		var c pay.Caller
+		if c, err = caller(ctx); err != nil {
+			return audit.Page{}, err
+		}
+		page, err = s.payments.IntentEvents(ctx, c, p.ID, p.Cursor, p.Limit)
 	}
-	page, err := s.payments.IntentEvents(ctx, c, p.ID, p.Cursor, p.Limit)
 	if page.Data == nil {
 		page.Data = []audit.Entry{}
 	}

@@ -392,9 +392,29 @@ func (s *server) operationHandler(op contract.Operation, ep endpoint) http.Handl
 	})
 }
 
-func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contract.Operation, ep endpoint) error {
+// asOperator reports whether a request to op is the operator's: op takes
+// only an operator signature, or takes either credential and the request
+// carries the Svc-Operator header (present at all, even empty). The
+// signature then alone decides it; an agent credential beside it is not
+// looked at, so a bad signature is never rescued by a bearer token.
+func asOperator(op contract.Operation, r *http.Request) bool {
 	switch op.Credential {
-	case contract.CredentialAgent:
+	case contract.CredentialOperator:
+		return true
+	case contract.CredentialAgentOrOperator:
+		return len(r.Header.Values(operator.HeaderName)) > 0
+	}
+	return false
+}
+
+func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contract.Operation, ep endpoint) error {
+	byOperator := asOperator(op, r)
+	switch {
+	case byOperator:
+		if s.operators == nil {
+			return errNoOperatorKeys
+		}
+	case op.Credential.AcceptsAgent():
 		if s.auth != nil {
 			p, err := s.auth.AuthenticateAgent(r)
 			if err != nil {
@@ -408,19 +428,15 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 				return err
 			}
 		}
-	case contract.CredentialNone:
+	case op.Credential == contract.CredentialNone:
 		if err := s.take(w, s.addrLimit, clientAddr(r), nil); err != nil {
 			return err
-		}
-	case contract.CredentialOperator:
-		if s.operators == nil {
-			return errNoOperatorKeys
 		}
 	}
 
 	var raw []byte
 	if op.Body != nil {
-		if op.Credential != contract.CredentialOperator && !isJSONContentType(r.Header.Get("Content-Type")) {
+		if !byOperator && !isJSONContentType(r.Header.Get("Content-Type")) {
 			return errUnsupportedMediaType
 		}
 		var err error
@@ -429,7 +445,7 @@ func (s *server) serveOperation(w http.ResponseWriter, r *http.Request, op contr
 		}
 		r.Body = bodyReader(raw)
 	}
-	if op.Credential == contract.CredentialOperator {
+	if byOperator {
 		o, err := s.operators.VerifyOperator(r, op.ID, raw)
 		if err != nil {
 			// A refusal that proves no identity spends the caller's

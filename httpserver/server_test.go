@@ -19,6 +19,7 @@ import (
 
 	"github.com/countersign/countersign/audit"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/internal/errcode"
 	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
@@ -784,4 +785,46 @@ func TestCanceledRequest(t *testing.T) {
 	if w := ts.do(t, "GET", "/audit/checkpoint", nil); w.Code != 503 {
 		t.Errorf("closed log: %d", w.Code)
 	}
+}
+
+// TestSandboxOperatorReads: a sandbox without an Authenticator serves the
+// record to anyone, but no intent without a credential (there is no agent
+// key to own one); an operator's signature reads any intent there, and a
+// refused signature is not rescued by the sandbox's openness.
+func TestSandboxOperatorReads(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		operators OperatorVerifier
+		target    string
+		header    []string
+		status    int
+		code      string
+		owner     string // the intent's agent key, for a 200 of intents.get
+	}{
+		{"record without credential", allowOperator{}, "/audit", nil, 200, "", ""},
+		{"intent without credential", allowOperator{}, "/intents/int_1", nil, 401, contract.CodeAuthMissing, ""},
+		{"intent events without credential", allowOperator{}, "/intents/int_1/events", nil, 401, contract.CodeAuthMissing, ""},
+		{"intent by an operator", allowOperator{}, "/intents/int_1", []string{"Svc-Operator", "signed"}, 200, "", "ak_other"},
+		{"intent events by an operator", allowOperator{}, "/intents/int_1/events", []string{"Svc-Operator", "signed"}, 200, "", ""},
+		{"record by an operator", allowOperator{}, "/audit", []string{"Svc-Operator", "signed"}, 200, "", ""},
+		{"record by a refused operator", refuseOperator{}, "/audit", []string{"Svc-Operator", "forged"}, 401, contract.CodeOperatorUnauthorized, ""},
+		{"record by an operator, no keys configured", nil, "/audit", []string{"Svc-Operator", "signed"}, 401, contract.CodeOperatorUnauthorized, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTestServer(t, Config{Sandbox: true, Operators: tc.operators, Payments: fakePayments{}})
+			w := ts.do(t, "GET", tc.target, nil, tc.header...)
+			var body struct{ Code, AgentKeyID string }
+			_ = json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != tc.status || body.Code != tc.code || body.AgentKeyID != tc.owner {
+				t.Fatalf("%d %q (agent key %q), want %d %q (%q)\n%s", w.Code, body.Code, body.AgentKeyID, tc.status, tc.code, tc.owner, w.Body)
+			}
+		})
+	}
+}
+
+// refuseOperator refuses every operator request.
+type refuseOperator struct{}
+
+func (refuseOperator) VerifyOperator(*http.Request, string, []byte) (Operator, error) {
+	return Operator{}, errcode.New(contract.CodeOperatorUnauthorized, "refused")
 }

@@ -19,8 +19,8 @@ func ExampleContract() {
 	fmt.Println(len(part.Events), "event kinds")
 	// Output:
 	// pay.create POST /pay agent
-	// intents.get GET /intents/{id} agent
-	// intents.events GET /intents/{id}/events agent
+	// intents.get GET /intents/{id} agent-or-operator
+	// intents.events GET /intents/{id}/events agent-or-operator
 	// operator.approve POST /operator/approve operator
 	// operator.decline POST /operator/decline operator
 	// operator.refund POST /operator/refund operator

@@ -766,6 +766,25 @@ func TestIntentReads(t *testing.T) {
 	if _, err := h.svc.IntentEvents(ctx, h.caller, res.IntentID, "bogus", 10); !errors.Is(err, audit.ErrBadCursor) {
 		t.Fatalf("bad cursor: %v", err)
 	}
+	// An operator reads any key's intent and its entries; an unknown id
+	// is still not found.
+	for _, tc := range []struct {
+		id      string
+		entries int
+		err     error
+	}{
+		{res.IntentID, 2, nil},
+		{"int_01JABCDEFGHJKMNPQRSTVWXYZ0", 0, ErrIntentNotFound},
+	} {
+		in, err := h.svc.OperatorIntent(ctx, tc.id)
+		if !errors.Is(err, tc.err) || (err == nil && (in.ID != tc.id || in.AgentKeyID != h.caller.KeyID || in.Links.Self == "")) {
+			t.Errorf("OperatorIntent(%s): %+v %v, want error %v", tc.id, in, err, tc.err)
+		}
+		page, err := h.svc.OperatorIntentEvents(ctx, tc.id, "", 10)
+		if !errors.Is(err, tc.err) || len(page.Data) != tc.entries {
+			t.Errorf("OperatorIntentEvents(%s): %d entries, %v; want %d, error %v", tc.id, len(page.Data), err, tc.entries, tc.err)
+		}
+	}
 }
 
 // checkReplay checks that again is first answered again: marked as a

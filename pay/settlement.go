@@ -573,11 +573,24 @@ func (s *Service) readIntent(ctx context.Context, id string) (*Intent, error) {
 // Intent returns an intent of the calling agent key. An intent of another
 // key is ErrIntentNotFound, as if it did not exist.
 func (s *Service) Intent(ctx context.Context, c Caller, id string) (*Intent, error) {
+	return s.intentOf(ctx, id, func(in *Intent) bool { return in.AgentKeyID == c.KeyID })
+}
+
+// OperatorIntent returns any intent, whoever's it is: for a request an
+// operator's signature opened (the operator's console reads the record
+// without an agent credential). An agent never reads through it.
+func (s *Service) OperatorIntent(ctx context.Context, id string) (*Intent, error) {
+	return s.intentOf(ctx, id, func(*Intent) bool { return true })
+}
+
+// intentOf reads intent id when mine says the reader may see it, and
+// answers ErrIntentNotFound otherwise, as if it did not exist.
+func (s *Service) intentOf(ctx context.Context, id string, mine func(*Intent) bool) (*Intent, error) {
 	in, err := s.readIntent(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if in.AgentKeyID != c.KeyID {
+	if !mine(in) {
 		return nil, ErrIntentNotFound
 	}
 	in.Links = s.links(in.ID)
@@ -591,6 +604,20 @@ func (s *Service) IntentEvents(ctx context.Context, c Caller, id, cursor string,
 	if _, err := s.Intent(ctx, c, id); err != nil {
 		return audit.Page{}, err
 	}
+	return s.intentEvents(ctx, id, cursor, limit)
+}
+
+// OperatorIntentEvents is IntentEvents of any intent, for an operator
+// (see [Service.OperatorIntent]).
+func (s *Service) OperatorIntentEvents(ctx context.Context, id, cursor string, limit int) (audit.Page, error) {
+	if _, err := s.OperatorIntent(ctx, id); err != nil {
+		return audit.Page{}, err
+	}
+	return s.intentEvents(ctx, id, cursor, limit)
+}
+
+// intentEvents pages the entries of intent id, whose reader was checked.
+func (s *Service) intentEvents(ctx context.Context, id, cursor string, limit int) (audit.Page, error) {
 	if limit == 0 {
 		limit = audit.DefaultPageLimit
 	}

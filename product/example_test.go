@@ -39,14 +39,14 @@ func ExampleModel() {
 	p, _ := m.Problem(contract.CodeRateLimited)
 	fmt.Println(p.Status, p.Action, p.RetryAfter)
 	// Output:
-	// GET /audit audit.list agent
-	// GET /audit/checkpoint audit.checkpoint agent
-	// GET /audit/entries/{seq} audit.entry agent
-	// GET /audit/consistency audit.consistency agent
+	// GET /audit audit.list agent-or-operator
+	// GET /audit/checkpoint audit.checkpoint agent-or-operator
+	// GET /audit/entries/{seq} audit.entry agent-or-operator
+	// GET /audit/consistency audit.consistency agent-or-operator
 	// GET /audit/stream audit.stream agent
 	// POST /pay pay.create agent
-	// GET /intents/{id} intents.get agent
-	// GET /intents/{id}/events intents.events agent
+	// GET /intents/{id} intents.get agent-or-operator
+	// GET /intents/{id}/events intents.events agent-or-operator
 	// POST /operator/approve operator.approve operator
 	// POST /operator/decline operator.decline operator
 	// POST /operator/refund operator.refund operator
@@ -153,6 +153,6 @@ func ExampleModel() {
 	// GET /asyncapi.json asyncapi.get none
 	// GET /healthz health.get none
 	// GET /problems/{code} problems.get none
-	// [audit.bad_cursor auth.invalid auth.missing internal rate_limited request.unknown_field request.validation store.unavailable unavailable]
+	// [audit.bad_cursor auth.invalid auth.missing internal operator.unauthorized rate_limited request.unknown_field request.validation store.unavailable unavailable]
 	// 429 retry-as-is 1
 }
