@@ -126,25 +126,58 @@ func TestApproveEveryHeldKind(t *testing.T) {
 		body, _ := json.Marshal(r.body)
 		return r.status, body
 	}
+	// heldItem reads the held list as an operator does and returns the
+	// item of intent id, checking the page against the contract.
+	heldPage := compileResponse(t, doc, base, "/operator/approvals", "get", "200")
+	heldItem := func(t *testing.T, id string) pay.HeldIntent {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+"/operator/approvals?limit=100", nil)
+		if err := signer.Sign(req, "operator.approvals", nil); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("held list: %d %v %s", resp.StatusCode, err, b)
+		}
+		if err := heldPage.Validate(v); err != nil {
+			t.Errorf("the held list is not what the contract declares: %v\n%s", err, b)
+		}
+		var page pay.HeldPage
+		_ = json.Unmarshal(b, &page)
+		for _, h := range page.Data {
+			if h.IntentID == id {
+				return h
+			}
+		}
+		t.Fatalf("%s is not in the held list: %s", id, b)
+		return pay.HeldIntent{}
+	}
 	var obligation string
 	kinds := []struct {
 		name string
+		kind string // the held list's context.kind
 		make func(t *testing.T) (int, []byte)
 	}{
-		{name: "payment", make: func(t *testing.T) (int, []byte) {
+		{name: "payment", kind: "payment", make: func(t *testing.T) (int, []byte) {
 			return post("/pay", "", spend("", "acct:seller.example", 2_000), false)
 		}},
-		{name: "purchase over ACP", make: func(t *testing.T) (int, []byte) { return buy(t, "sandbox-acp", "acp") }},
-		{name: "purchase over UCP", make: func(t *testing.T) (int, []byte) { return buy(t, "sandbox-ucp", "ucp") }},
-		{name: "hold", make: func(t *testing.T) (int, []byte) {
+		{name: "purchase over ACP", kind: "purchase", make: func(t *testing.T) (int, []byte) { return buy(t, "sandbox-acp", "acp") }},
+		{name: "purchase over UCP", kind: "purchase", make: func(t *testing.T) (int, []byte) { return buy(t, "sandbox-ucp", "ucp") }},
+		{name: "hold", kind: "hold", make: func(t *testing.T) (int, []byte) {
 			return post("/protocol/hold/place", "", protocol.HoldPlaceRequest{
 				Spend: spend("hold.place", "acct:hotel.example", 3_000), TTLSeconds: 3600}, false)
 		}},
-		{name: "meter", make: func(t *testing.T) (int, []byte) {
+		{name: "meter", kind: "meter", make: func(t *testing.T) (int, []byte) {
 			return post("/protocol/meter/open", "", protocol.MeterOpenRequest{
 				Spend: spend("meter.open", "acct:api.example", 1_500), UnitPriceMinor: 5, TTLSeconds: 3600}, false)
 		}},
-		{name: "obligation", make: func(t *testing.T) (int, []byte) {
+		{name: "obligation", kind: "obligation", make: func(t *testing.T) (int, []byte) {
 			status, body := post("/protocol/obligation/create", "", protocol.ObligationCreateRequest{
 				Spend: spend("obligation.create", "acct:seller.example", 5_000), EvidenceFloor: protocol.ClassSelf,
 				Deadline: now.Add(time.Hour)}, false)
@@ -153,7 +186,7 @@ func TestApproveEveryHeldKind(t *testing.T) {
 			obligation = o.ObligationID
 			return status, body
 		}},
-		{name: "insurance premium", make: func(t *testing.T) (int, []byte) {
+		{name: "insurance premium", kind: "insurance", make: func(t *testing.T) (int, []byte) {
 			// The approved obligation clears on the buyer's own word; then
 			// its insurance premium (3 % of 5,000) is held.
 			st, b := post("/protocol/evidence/submit", "", protocol.EvidenceSubmitRequest{Subject: obligation, Class: protocol.ClassSelf,
@@ -164,11 +197,11 @@ func TestApproveEveryHeldKind(t *testing.T) {
 			return post("/protocol/insurance/bind", "", protocol.InsuranceBindRequest{Subject: obligation, LimitMinor: 5_000,
 				Spend: spend("insurance.bind", protocol.DefaultInsurancePayee, 150)}, false)
 		}},
-		{name: "custody deposit", make: func(t *testing.T) (int, []byte) {
+		{name: "custody deposit", kind: "deposit", make: func(t *testing.T) (int, []byte) {
 			return post("/protocol/custody/deposit", "", protocol.CustodySpendRequest{
 				Spend: spend("custody.deposit", protocol.DefaultCustodyPayee, 4_000)}, false)
 		}},
-		{name: "custody withdrawal", make: func(t *testing.T) (int, []byte) {
+		{name: "custody withdrawal", kind: "withdrawal", make: func(t *testing.T) (int, []byte) {
 			return post("/protocol/custody/withdraw", "", protocol.CustodySpendRequest{
 				Spend: spend("custody.withdraw", "acct:dest.example", 1_000)}, false)
 		}},
@@ -179,6 +212,16 @@ func TestApproveEveryHeldKind(t *testing.T) {
 			h := hold(t, status, body)
 			if h.IntentID == "" || h.Challenge == "" || h.MandateID == "" {
 				t.Fatalf("held without intent, challenge or mandate: %+v", h)
+			}
+			// The operator's list says what it is and, for a purchase,
+			// what is in the cart.
+			c := heldItem(t, h.IntentID).Context
+			if c.Kind != k.kind || c.Budget == nil || c.PerPaymentCap == nil || c.SecondsLeft <= 0 {
+				t.Errorf("held context: kind %q (want %q), budget %+v, cap %+v, %d s left", c.Kind, k.kind, c.Budget, c.PerPaymentCap, c.SecondsLeft)
+			}
+			if wantCart := k.kind == "purchase"; (c.Cart != nil) != wantCart ||
+				(wantCart && (len(c.Cart.Lines) != 1 || c.Cart.Lines[0].SKU != "sku-mug" || c.Cart.Lines[0].Quantity != 1 || c.Cart.Total.Minor == 0)) {
+				t.Errorf("held context cart: %+v", c.Cart)
 			}
 			status, body = post("/operator/approve", "operator.approve", pay.ApproveRequest{IntentID: h.IntentID,
 				Challenge: h.Challenge, MandateID: h.MandateID, Acknowledged: true,

@@ -33,11 +33,20 @@ characters); it is written into the record with your key id.
   refund          --intent ID [--amount MINOR] --rationale R
   kill-switch     --engage | --release, --rationale R
   reset-breaker   --rationale R
-  approvals       [--limit N] [--cursor C]           list held payments
+  approvals       [--limit N] [--cursor C]           list held payments: one line each on stderr
+                                                     (amount, payee history, velocity, budget left,
+                                                     approvals, time left), then the page as JSON
   settling        [--limit N] [--cursor C]           list payments whose outcome is not known yet
   agents create   --name N --agent HEX[,HEX] [--jkt T] --rationale R
   agents list     [--limit N] [--cursor C]
   agents revoke   --id ak_... --rationale R
+  webhooks list   [--limit N] [--cursor C]
+  webhooks create --endpoint-url URL [--events A,B] [--active=false] --rationale R
+                                                     prints the endpoint with its signing secret,
+                                                     which the server shows this once: keep it
+  webhooks update --id we_... [--endpoint-url URL] [--events A,B] [--active=true|false]
+                  [--rotate-secret] --rationale R    a rotated secret is shown this once
+  webhooks delete --id we_... --rationale R
   revoke-mandate  --mandate-id M --rationale R
   identity rotate --rationale R                      rotate the deployment's ADP identity key
   counterparty add  --id ID --counterparty-url URL --agent DID|HEX [--name N] [--kind K]
@@ -50,6 +59,10 @@ characters); it is written into the record with your key id.
                   --rationale R
                                                      register a merchant agents may buy from
   mandate         issue a mandate offline (no server): see "operator mandate -h"
+
+webhooks create subscribes to every event kind ("*") unless --events names
+some. --endpoint-url is the destination (--url is the server, as for every
+action).
 
 approve and decline name the held payment by its id and its mandate; without
 --mandate-id the mandate is read from the held list (operator approvals). The
@@ -68,7 +81,7 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	action, rest := args[0], args[1:]
-	if action == "agents" || action == "identity" || action == "counterparty" || action == "merchant" {
+	if action == "agents" || action == "identity" || action == "counterparty" || action == "merchant" || action == "webhooks" {
 		if len(rest) == 0 {
 			fmt.Fprintf(stderr, "Usage: countersign %s\n", operatorSynopsis)
 			return errUsage
@@ -95,7 +108,12 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	name := fs.String("name", "", "agent key name")
 	agents := fs.String("agent", "", "comma-separated agent ids")
 	jkt := fs.String("jkt", "", "DPoP JWK thumbprint to bind the key to")
-	id := fs.String("id", "", "agent key id (ak_...), counterparty id, or the agent or disclosure id to revoke")
+	id := fs.String("id", "", "agent key id (ak_...), counterparty id, webhook endpoint id (we_...), or the agent or disclosure id to revoke")
+	endpointURL := fs.String("endpoint-url", "", "webhooks: the endpoint's destination URL (https; http to loopback in sandbox mode)")
+	events := fs.String("events", "", "webhooks: comma-separated event kinds to deliver (create: default *, every kind)")
+	var active optionalBool
+	fs.Var(&active, "active", "webhooks: `true|false`, deliver to the endpoint or not (create: default true; update: unchanged unless given)")
+	rotate := fs.Bool("rotate-secret", false, "webhooks update: issue a new signing secret (shown once; the old one signs too for 24 hours)")
 	protocol := fs.String("protocol", "", "merchant protocol: acp or ucp")
 	merchantURL := fs.String("merchant-url", "", "ACP: the merchant's base URL")
 	apiKeyFile := fs.String("api-key-file", "", "ACP: a file holding the merchant's bearer key (sealed by the server, never shown again)")
@@ -161,7 +179,7 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		op, method, path = "operator.breaker_reset", "POST", "/operator/circuit-breaker/reset"
 		body = map[string]any{"rationale": *rationale}
 	case "approvals":
-		op, method, path = "operator.approvals", "GET", "/operator/approvals?"+pageQuery(*limit, *cursor)
+		return c.approvals(ctx, pageQuery(*limit, *cursor), stdout, stderr)
 	case "settling":
 		op, method, path = "operator.settling", "GET", "/operator/settling?"+pageQuery(*limit, *cursor)
 	case "agents create":
@@ -213,6 +231,49 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			req["readyWithoutErrors"] = true
 		}
 		body = req
+	case "webhooks list":
+		op, method, path = "webhooks.list", "GET", "/webhooks/endpoints?"+pageQuery(*limit, *cursor)
+	case "webhooks create":
+		if *endpointURL == "" {
+			return errors.New("operator webhooks create: --endpoint-url is required")
+		}
+		evs := splitList(*events)
+		if len(evs) == 0 {
+			evs = []string{"*"}
+		}
+		req := map[string]any{"url": *endpointURL, "events": evs, "rationale": *rationale}
+		if active.set {
+			req["active"] = active.v
+		}
+		op, method, path, body = "webhooks.create", "POST", "/webhooks/endpoints", req
+	case "webhooks update":
+		if *id == "" {
+			return errors.New("operator webhooks update: --id is required")
+		}
+		req := map[string]any{"rationale": *rationale}
+		if *endpointURL != "" {
+			req["url"] = *endpointURL
+		}
+		if *events != "" {
+			req["events"] = splitList(*events)
+		}
+		if active.set {
+			req["active"] = active.v
+		}
+		if *rotate {
+			req["rotateSecret"] = true
+		}
+		if len(req) == 1 {
+			return errors.New("operator webhooks update: give at least one of --endpoint-url, --events, --active, --rotate-secret")
+		}
+		op, method, body = "webhooks.update", "PATCH", req
+		path = "/webhooks/endpoints/" + url.PathEscape(*id)
+	case "webhooks delete":
+		if *id == "" {
+			return errors.New("operator webhooks delete: --id is required")
+		}
+		op, method = "webhooks.delete", "DELETE"
+		path = "/webhooks/endpoints/" + url.PathEscape(*id) + "?rationale=" + url.QueryEscape(*rationale)
 	case "revoke-mandate":
 		op, method, path = "mandate.revoke", "POST", "/protocol/mandate/revoke"
 		body = map[string]any{"mandateId": *mandateID, "rationale": *rationale}
@@ -221,6 +282,52 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errUsage
 	}
 	return c.do(ctx, op, method, path, body, stdout)
+}
+
+// optionalBool is a boolean flag that knows whether it was given, for a
+// member sent only when the person set it (--active=false is a change;
+// no --active leaves the endpoint as it is).
+type optionalBool struct{ v, set bool }
+
+func (b *optionalBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.v, b.set = v, true
+	return nil
+}
+
+// IsBoolFlag lets --active stand for --active=true.
+func (b *optionalBool) IsBoolFlag() bool { return true }
+
+// approvals lists a page of held payments: a line a person reads each by
+// on stderr (see heldSummary), then the answer as every action prints it.
+func (c *opClient) approvals(ctx context.Context, query string, stdout, stderr io.Writer) error {
+	status, out, err := c.send(ctx, "operator.approvals", "GET", "/operator/approvals?"+query, nil)
+	if err != nil {
+		return err
+	}
+	if status == http.StatusOK {
+		var page pay.HeldPage
+		if err := json.Unmarshal(out, &page); err == nil {
+			if len(page.Data) == 0 {
+				fmt.Fprintln(stderr, "no payment is waiting for approval on this page")
+			}
+			for _, h := range page.Data {
+				fmt.Fprintln(stderr, heldSummary(h))
+			}
+		}
+	}
+	printStatus(stdout, status, out)
+	return problemError(status, out)
 }
 
 // fileList is a repeatable flag of file names.

@@ -140,6 +140,13 @@ func TestOperatorApproveDecline(t *testing.T) {
 
 	declined := hold()
 	id := declined.str("intentId")
+	// The held list, as a person reads it: a line per payment, then the
+	// page.
+	if r := op("approvals"); r.code != 0 || r.status != 200 ||
+		!strings.Contains(r.out, id+"  25000 USD to acct:seller.example  first-time payee  velocity 1h ") ||
+		!strings.Contains(r.out, "approvals 0/1  ") {
+		t.Fatalf("operator approvals: %s", r.out)
+	}
 	for _, tc := range []struct {
 		name   string
 		args   []string
