@@ -168,6 +168,53 @@ func TestTransitionTable(t *testing.T) {
 	}
 }
 
+// TestTerminalStatuses: the statuses an intent ends in have no row out of
+// them, whatever the step, and each is reached the way DESIGN §4 says (an
+// operator's decline from pending_approval only, with the code a decline
+// of anything else answers).
+func TestTerminalStatuses(t *testing.T) {
+	steps := allSteps(t)
+	for _, tc := range []struct {
+		status Status
+		from   []Status // the statuses a row leads from into it
+	}{
+		{StatusDeclined, []Status{StatusPendingApproval}},
+		{StatusDenied, []Status{statusNew}},
+		{StatusExpired, []Status{StatusPendingApproval, StatusAuthorized}},
+		{StatusFailed, []Status{StatusSettling}},
+		{StatusVoided, []Status{StatusAuthorized}},
+		{StatusRefunded, []Status{StatusSettled, StatusPartiallyRefunded}},
+	} {
+		t.Run(string(tc.status), func(t *testing.T) {
+			var from []Status
+			for _, r := range Transitions() {
+				if r.From == tc.status {
+					t.Errorf("row %+v leaves the terminal status", r)
+				}
+				if r.To == tc.status && !slices.Contains(from, r.From) {
+					from = append(from, r.From)
+				}
+			}
+			if !slices.Equal(from, tc.from) {
+				t.Errorf("reached from %v, want %v", from, tc.from)
+			}
+			for _, step := range steps {
+				in := &Intent{ID: "int_terminal", Status: tc.status}
+				if err := in.transition(step, StatusSettling); err == nil || in.Status != tc.status {
+					t.Errorf("%s -%s-> settling: %v (status %q)", tc.status, step, err, in.Status)
+				}
+			}
+		})
+	}
+	// Declining what is not held answers approval.not_pending.
+	for _, st := range []Status{StatusSettling, StatusSettled, StatusDeclined, StatusExpired, StatusAuthorized} {
+		in := &Intent{ID: "int_decline", Status: st}
+		if err := in.transition(StepDeclined, StatusDeclined); !errors.Is(err, ErrNotPending) {
+			t.Errorf("decline of a %s intent: %v, want approval.not_pending", st, err)
+		}
+	}
+}
+
 // TestTransitionsReachable drives real payments, approvals, holds,
 // captures, releases, expiries, declines (by the rail and by an operator)
 // and refunds through a service,
