@@ -114,7 +114,8 @@ try {
   check(bad.length === 0, "every entry of the record verified: " + bad.join("; "));
 
   // 6. Decline the other, by keyboard: focus, type, Enter.
-  await page.goto(url + "#queue");
+  await page.goto(url + "#queue"); // only the fragment changes: reload
+  await page.reload();
   await page.waitForSelector("body[data-ready=true]");
   // A reload forgets the key, as it must.
   check(await page.isVisible("#key-none"), "the key is forgotten on reload");
@@ -143,6 +144,7 @@ try {
   check(overflow <= 360, "the page fits 360 px: scrollWidth " + overflow);
   await page.screenshot({ path: join(shots, "queue-360.png"), fullPage: true });
   await page.goto(url + "#record");
+  await page.reload();
   await page.waitForSelector("body[data-ready=true]");
   await page.fill("#key-text", readFileSync(env("OPERATOR_KEY"), "utf8"));
   await page.click("#key-import");
