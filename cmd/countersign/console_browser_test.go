@@ -161,8 +161,10 @@ func checkVectors(t *testing.T, vs []signVector, headers []string) {
 // driven by console/e2e/console.mjs (playwright-core): a wrong key refused
 // with the problem shown, the sandbox operator key imported, a held
 // payment seen with its context and approved, its entries verified in the
-// page, another declined, the page at 360 px, the page's signer against
-// the Go signer's vectors. Screenshots go to $COUNTERSIGN_CONSOLE_SHOTS,
+// page, another declined, a refund in two parts, the kill switch engaged
+// and released, a breaker reset refused with its problem shown, a webhook
+// endpoint created (secret shown) and deactivated, the page at 360 px, the
+// page's signer against the Go signer's vectors. Screenshots go to $COUNTERSIGN_CONSOLE_SHOTS,
 // or the test's temporary directory (logged).
 func TestConsoleInBrowser(t *testing.T) {
 	node, chromium, e2e := browserEnv(t)
@@ -234,7 +236,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]string{approveID: "settled", declineID: "declined"} {
+	// Approved (settled), then refunded in two steps; declined.
+	for id, want := range map[string]string{approveID: "refunded", declineID: "declined"} {
 		resp, body := get(t, base+"/intents/"+id, "Authorization", "Bearer "+strings.TrimSpace(string(cred)))
 		var in struct {
 			Status string `json:"status"`
@@ -243,7 +246,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("intent %s: %d %s, want status %s", id, resp.StatusCode, body, want)
 		}
 	}
-	for _, png := range []string{"queue.png", "record.png", "wrong-key.png", "queue-360.png", "record-360.png"} {
+	for _, png := range []string{"queue.png", "record.png", "wrong-key.png", "webhooks.png", "queue-360.png", "record-360.png"} {
 		if st, err := os.Stat(filepath.Join(shots, png)); err != nil || st.Size() == 0 {
 			t.Errorf("screenshot %s missing: %v", png, err)
 		}

@@ -136,8 +136,63 @@ try {
   await page.waitForSelector(`${dcard} .ok`);
   check((await page.textContent(`${dcard} .ok`)).includes("declined"), "the decline answers declined");
 
-  // 7. 360 px wide: nothing wider than the screen.
+  // 7. Refund part of the approved payment, then the rest.
+  await page.goto(url + "#refund");
+  await page.fill("#refund-intent", approveID);
+  await page.fill("#refund-amount", "5000");
+  await page.fill("#refund-rationale", "one item returned by the customer");
+  await page.click("#refund-form button[type=submit]");
+  await page.waitForSelector("#confirm[open]");
+  check((await page.textContent("#confirm")).includes("5000 minor units"), "the refund's confirmation restates the amount");
+  await page.click("#confirm-ok");
+  await page.waitForSelector("#refund-result .ok");
+  check((await page.textContent("#refund-result")).includes("20000 remain"), "a partial refund: " + (await page.textContent("#refund-result")));
+  await page.fill("#refund-amount", "");
+  await page.click("#refund-form button[type=submit]");
+  await page.click("#confirm-ok");
+  await page.waitForFunction(() => document.querySelector("#refund-result").textContent.includes("0 remain"));
+
+  // 8. Kill switch: engage, then release; breaker reset. A cancelled
+  // confirmation sends nothing.
+  await page.goto(url + "#controls");
+  await page.check("input[name=action][value=engage]");
+  await page.fill("#controls-rationale", "incident drill in the console");
+  await page.click("#controls-form button[type=submit]");
+  await page.click("#confirm-cancel");
+  check((await page.textContent("#controls-result")) === "", "a cancelled confirmation does nothing");
+  await page.click("#controls-form button[type=submit]");
+  check((await page.textContent("#confirm")).includes("No payment will settle"), "the kill switch's confirmation says what happens");
+  await page.click("#confirm-ok");
+  await page.waitForFunction(() => document.querySelector("#controls-result").textContent.includes("Kill switch engaged"));
+  await page.check("input[name=action][value=release]");
+  await page.click("#controls-form button[type=submit]");
+  await page.click("#confirm-ok");
+  await page.waitForFunction(() => document.querySelector("#controls-result").textContent.includes("Kill switch released"));
+  await page.check("input[name=action][value=reset]");
+  await page.click("#controls-form button[type=submit]");
+  await page.click("#confirm-ok");
+  // The breaker is closed: the server refuses, and the page says why.
+  await page.waitForSelector("#controls-result .problem");
+  check((await page.textContent("#controls-result")).includes("breaker.not_tripped"), "a reset of a closed breaker shows the problem");
+
+  // 9. Webhooks: create (the secret shown once), list, deactivate.
+  await page.goto(url + "#webhooks");
+  await page.fill("#webhooks-url", "http://127.0.0.1:9/hooks");
+  await page.fill("#webhooks-rationale", "finance wants settlement events");
+  await page.click("#webhooks-form button[type=submit]");
+  await page.click("#confirm-ok");
+  await page.waitForSelector("#webhooks-result pre.secret");
+  check((await page.textContent("#webhooks-result pre.secret")).startsWith("whsec_"), "the secret is shown: " + (await page.textContent("#webhooks-result")));
+  await page.waitForSelector("#webhooks-list td");
+  await page.click('#webhooks-list button:has-text("Deactivate")');
+  await page.click("#confirm-ok");
+  await page.waitForFunction(() => document.querySelector("#webhooks-result").textContent.startsWith("Deactivated"));
+  await page.waitForFunction(() => [...document.querySelectorAll("#webhooks-list td")].some((td) => td.textContent === "no"));
+  await page.screenshot({ path: join(shots, "webhooks.png"), fullPage: true });
+
+  // 10. 360 px wide: nothing wider than the screen.
   await page.setViewportSize({ width: 360, height: 740 });
+  await page.goto(url + "#queue");
   await page.click("#queue-refresh");
   await page.waitForSelector("#queue-list p, #queue-list article");
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
