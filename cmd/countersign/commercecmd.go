@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/agentclient"
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/commerce/acp"
 	"github.com/countersign/countersign/commerce/cart"
@@ -267,15 +266,14 @@ func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		if *key == "" {
-			b := make([]byte, 16)
-			_, _ = rand.Read(b)
-			*key = hex.EncodeToString(b)
+			*key = agentclient.NewIdempotencyKey()
 		}
+		// The terms of a merchant rail (irreversible, instant) and the
+		// envelope are filled as every client of this repository fills them.
+		agent := &agentclient.Agent{Key: priv, Mandate: strings.TrimSpace(string(mandate))}
 		p := commerce.PurchaseRequest{QuoteRequest: q, CartID: *cartID, IdempotencyKey: *key, Purpose: *purpose,
-			Terms: pay.Terms{Rail: *railName, Reversibility: gate.Irreversible, Finality: gate.FinalityInstant,
-				Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalPayer, Presence: gate.PresenceDelegated},
-			Envelope: pay.Envelope{Mandate: strings.TrimSpace(string(mandate))}}
-		if err := commerce.SignPurchase(&p, priv); err != nil {
+			Terms: pay.Terms{Rail: *railName, Credential: gate.CredentialAPIKey}}
+		if err := agent.SignPurchase(&p, ""); err != nil {
 			return err
 		}
 		path, idem, body = "/buy", *key, p

@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/agentclient"
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/pay"
@@ -26,14 +24,6 @@ Prints the HTTP status and the answer: a Receipt (200), a held payment with
 its approval challenge (202), or a problem. Exits 0 for 200 and 202, 1 for
 any problem. Re-running with the same --idempotency-key replays the first
 answer instead of paying twice.`
-
-// railFacts are the terms that agree with the sandbox rails, so a person
-// naming a sandbox rail need not spell its facts out.
-var railFacts = map[string][2]string{
-	"sandbox-card":  {"reversible", "instant"},
-	"sandbox-bank":  {"reversible", "deferred"},
-	"sandbox-chain": {"irreversible", "instant"},
-}
 
 func cmdPay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("pay", paySynopsis, stderr)
@@ -72,26 +62,19 @@ func cmdPay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if *key == "" {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		*key = hex.EncodeToString(b)
+		*key = agentclient.NewIdempotencyKey()
 	}
-	facts := railFacts[*railName]
-	if *reversibility == "" {
-		*reversibility = firstNonEmpty(facts[0], "reversible")
-	}
-	if *finality == "" {
-		*finality = firstNonEmpty(facts[1], "instant")
-	}
+	// Terms left empty are the rail's facts (agentclient.FillTerms), as
+	// every client of this repository fills them.
+	agent := &agentclient.Agent{Key: priv, Mandate: strings.TrimSpace(string(mandate))}
 	in := &pay.Instruction{
 		IdempotencyKey: *key, Payee: *payee,
 		Amount:  pay.Amount{Minor: *amount, Currency: *currency},
 		Purpose: *purpose,
 		Terms: pay.Terms{Rail: *railName, Reversibility: gate.Reversibility(*reversibility), Finality: gate.Finality(*finality),
 			Credential: gate.CredentialAPIKey, CapitalSource: gate.CapitalSource(*capital), Presence: gate.Presence(*presence)},
-		Envelope: pay.Envelope{Agent: hex.EncodeToString(priv.Public().(ed25519.PublicKey)), Mandate: strings.TrimSpace(string(mandate))},
 	}
-	if err := pay.SignInstruction(in, priv); err != nil {
+	if err := agent.SignPayment(in, ""); err != nil {
 		return err
 	}
 	body, err := json.Marshal(in)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -15,8 +14,8 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/countersign/countersign/agentclient"
 	"github.com/countersign/countersign/contract"
-	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/protocol"
@@ -165,39 +164,14 @@ func signSpendFor(method string, spend map[string]any, agentKeyPath, mandatePath
 	if err := json.Unmarshal(b, &in); err != nil {
 		return nil, fmt.Errorf("protocol: spend: %w", err)
 	}
-	if in.IdempotencyKey == "" {
-		k := make([]byte, 16)
-		_, _ = rand.Read(k)
-		in.IdempotencyKey = hex.EncodeToString(k)
-	}
+	// What is missing is filled as every client of this repository fills
+	// it (agentclient): key, terms from the rail's facts, USD, envelope.
+	in.Envelope = pay.Envelope{}
 	if in.Purpose == "" {
 		in.Purpose = method + " from the countersign CLI"
 	}
-	if in.Amount.Currency == "" {
-		in.Amount.Currency = "USD"
-	}
-	t := &in.Terms
-	if t.Rail == "" {
-		t.Rail = "sandbox-card"
-	}
-	facts := railFacts[t.Rail]
-	if t.Reversibility == "" {
-		t.Reversibility = gate.Reversibility(firstNonEmpty(facts[0], "reversible"))
-	}
-	if t.Finality == "" {
-		t.Finality = gate.Finality(firstNonEmpty(facts[1], "instant"))
-	}
-	if t.Credential == "" {
-		t.Credential = gate.CredentialAPIKey
-	}
-	if t.CapitalSource == "" {
-		t.CapitalSource = gate.CapitalPayer
-	}
-	if t.Presence == "" {
-		t.Presence = gate.PresenceDelegated
-	}
-	in.Envelope = pay.Envelope{Agent: hex.EncodeToString(priv.Public().(ed25519.PublicKey)), Mandate: mandate}
-	if err := protocol.SignSpend(method, &in, priv); err != nil {
+	agent := &agentclient.Agent{Key: priv, Mandate: mandate}
+	if err := agent.SignSpend(method, &in); err != nil {
 		return nil, err
 	}
 	return &in, nil
