@@ -469,6 +469,7 @@ async function createWebhook(ev) {
 
 function route() {
   const name = (location.hash || "#queue").slice(1);
+  status(""); // a message belongs to the screen it was said on
   const screens = document.querySelectorAll("main > section[data-screen]");
   let found = false;
   for (const s of screens) {
