@@ -39,6 +39,7 @@ Commands:
   fake-merchant      run a fake ACP or UCP merchant (tests and demos)
   memory             remember, recall, assemble, verify offline; operator: mandate, forget, taint
   protocol           call a method of the protocol surface (hold.place, session.open, proof.get, ...)
+  mcp                serve an agent's tools over the Model Context Protocol (stdio or streamable HTTP)
   proof verify       verify a proof of enforcement offline with the record's verifier key
   loadtest           measure POST /pay (load generator and a minimal baseline server)
   version            print the version
@@ -83,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdMemory(ctx, args[1:], stdout, stderr)
 	case "protocol":
 		err = cmdProtocol(ctx, args[1:], stdout, stderr)
+	case "mcp":
+		err = cmdMCP(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "proof":
 		err = cmdProof(args[1:], stdout, stderr)
 	case "fake-merchant":
