@@ -3,7 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,6 +20,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/countersign/countersign/auth"
+	"github.com/countersign/countersign/internal/keyfile"
 )
 
 // mcpClient is an MCP client session with helpers for the tests.
@@ -294,3 +303,61 @@ func TestMCPHTTPEmbedded(t *testing.T) {
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+var credentialPattern = regexp.MustCompile(`svc_ak_[A-Za-z0-9_-]+`)
+
+// TestMCPDPoP: with a credential bound to a DPoP key, every request the
+// MCP server sends carries a proof, and instructions declare dpop.
+func TestMCPDPoP(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir, "--sandbox-latency", "off")
+	defer stop()
+	s := filepath.Join(dir, "sandbox")
+	dpop, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dpopFile := filepath.Join(t.TempDir(), "dpop.jwk.json")
+	if err := keyfile.Write(dpopFile, dpop, "dpop-1"); err != nil {
+		t.Fatal(err)
+	}
+	jkt, err := auth.Thumbprint(dpop.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentPriv, _, err := keyfile.ReadEd25519(filepath.Join(s, "agent.jwk.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"operator", "agents", "create", "--url", base, "--key", filepath.Join(s, "operator.jwk.json"),
+		"--name", "mcp-dpop", "--agent", hex.EncodeToString(agentPriv.Public().(ed25519.PublicKey)), "--jkt", jkt,
+		"--rationale", "a DPoP-bound key for the MCP test"}, &out, &errOut); code != 0 {
+		t.Fatalf("agents create: %d\n%s%s", code, out.String(), errOut.String())
+	}
+	cred := credentialPattern.FindString(out.String())
+	credFile := filepath.Join(t.TempDir(), "cred.txt")
+	if err := os.WriteFile(credFile, []byte(cred+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "mcp", "--url", base, "--agent-key", filepath.Join(s, "agent.jwk.json"), "--credential", credFile,
+		"--mandate", filepath.Join(s, "mandate.jws"), "--dpop-key", dpopFile)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	client, _ := newMCPClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer cs.Close()
+	c := &mcpClient{t: t, cs: cs}
+	got := c.ok("pay_create", payArgs("acct:seller.example", 700))
+	if terms, _ := got["terms"].(map[string]any); got["outcome"] != "settled" || terms["credential"] != "dpop" {
+		t.Errorf("pay with DPoP: %v", got)
+	}
+	if u := c.ok("usage_get", map[string]any{"since": time.Now().UTC().Add(-time.Hour).Format(time.RFC3339), "until": time.Now().UTC().Add(time.Hour).Format(time.RFC3339)}); u["keyId"] == nil {
+		t.Errorf("usage: %v", u)
+	}
+}
