@@ -70,6 +70,7 @@ func (s *Server) wait(ctx context.Context, in WaitInput) *mcp.CallToolResult {
 	defer cancel()
 	tick := time.NewTicker(s.cfg.PollInterval)
 	defer tick.Stop()
+	status := string(pay.StatusPendingApproval)
 	for {
 		resp, err := s.cfg.Agent.Do(ctx, agentclient.Request{Method: http.MethodGet, Path: "/intents/" + url.PathEscape(in.IntentID)})
 		if err != nil && ctx.Err() == nil {
@@ -83,16 +84,21 @@ func (s *Server) wait(ctx context.Context, in WaitInput) *mcp.CallToolResult {
 			if err := json.Unmarshal(resp.Body, &intent); err != nil {
 				return localProblem("mcp.unexpected_answer", "stop", "the intent is not JSON")
 			}
-			status, _ := intent["status"].(string)
-			if status != string(pay.StatusPendingApproval) {
+			status, _ = intent["status"].(string)
+			// Approved payments pass through settling: not a decision's
+			// end yet.
+			if status != string(pay.StatusPendingApproval) && status != string(pay.StatusSettling) {
 				out := map[string]any{"decided": true, "status": status, "intent": intent}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: decisionText(status) + "\n" + compact(out)}}, StructuredContent: out}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			out := map[string]any{"decided": false, "status": string(pay.StatusPendingApproval), "intentId": in.IntentID}
+			out := map[string]any{"decided": false, "status": status, "intentId": in.IntentID}
 			text := "Still waiting for a person's decision. Call " + waitToolName + " again, or tell the user it waits for approval."
+			if status == string(pay.StatusSettling) {
+				text = "Approved; the payment is still settling. Call " + waitToolName + " again for its outcome."
+			}
 			if s.cfg.ConsoleURL != "" {
 				out["approveAt"] = s.cfg.ConsoleURL
 				text += " The operator approves it at " + s.cfg.ConsoleURL + "."

@@ -228,6 +228,11 @@ func TestWaitForDecision(t *testing.T) {
 	if w["decided"] != false {
 		t.Fatalf("undecided: %v", w)
 	}
+	// Approved and settling is not the end yet.
+	f.decide(id, "settling")
+	if _, w := callTool(t, cs, waitToolName, map[string]any{"intentId": id, "timeoutSeconds": 1}); w["decided"] != false || w["status"] != "settling" {
+		t.Errorf("settling: %v", w)
+	}
 	for _, status := range []string{"settled", "declined"} {
 		f.decide(id, status)
 		res, w := callTool(t, cs, waitToolName, map[string]any{"intentId": id})
