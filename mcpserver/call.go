@@ -120,6 +120,9 @@ func (s *Server) build(t *ToolSpec, ss *mcp.ServerSession, args map[string]any) 
 			args["mandate"] = s.cfg.Agent.MemoryMandate
 		}
 	}
+	if _, ok := args["source"]; !ok && t.selfSource {
+		args["source"] = map[string]any{"kind": "agent", "ref": s.cfg.Agent.ID()}
+	}
 	if t.idempotent {
 		holder := args
 		if t.idemInSpend {

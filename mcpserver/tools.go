@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/contract"
+	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/pay"
 )
 
@@ -55,6 +56,7 @@ type ToolSpec struct {
 	idempotent  bool // the request carries an idempotency key the tool may derive
 	idemInSpend bool // ... inside "spend" rather than at the top level
 	idemHeader  bool // ... also sent as the Idempotency-Key header
+	selfSource  bool // a memory fact's source defaults to the agent itself
 	hasBody     bool
 }
 
@@ -112,6 +114,7 @@ func streams(op contract.Operation) bool {
 var (
 	instructionType = reflect.TypeFor[pay.Instruction]()
 	purchaseType    = reflect.TypeFor[commerce.PurchaseRequest]()
+	rememberType    = reflect.TypeFor[memory.RememberRequest]()
 )
 
 // GenerateTools walks the model and returns a tool for every operation an
@@ -308,6 +311,15 @@ func toolFor(op contract.Operation, oa map[string]any, comps map[string]map[stri
 			}
 			m["description"] = "Optional: the configured mandate when omitted. " + fmt.Sprint(m["description"])
 			optional("mandate")
+		}
+	}
+	if op.Body == rememberType {
+		// Who said it: the agent itself, unless it says otherwise (the CLI's
+		// default too).
+		if p, ok := props["source"].(map[string]any); ok {
+			t.selfSource = true
+			p["description"] = "Who said it, {kind, ref}; default {\"kind\":\"agent\",\"ref\":<this agent's id>}."
+			optional("source")
 		}
 	}
 	if t.signing == signPayment || t.signing == signPurchase {

@@ -130,7 +130,7 @@ func TestToolInputs(t *testing.T) {
 		{"commerce_buy", []string{"currency", "lines", "merchant", "rail"}, []string{"envelope"}, signPurchase, true, mandateNone},
 		{"commerce_quote", []string{"currency", "lines", "merchant", "rail"}, nil, signNone, false, mandateNone},
 		{"hold_place", []string{"spend", "ttlSeconds"}, nil, signSpend, true, mandateNone},
-		{"memory_remember", []string{"body", "kind", "namespace", "source", "subject", "validFrom"}, nil, signNone, true, mandateMemory},
+		{"memory_remember", []string{"body", "kind", "namespace", "subject", "validFrom"}, nil, signNone, true, mandateMemory},
 		{"memory_recall", []string{"namespace"}, nil, signNone, false, mandateMemory},
 		{"session_open", []string{"budgetMinor", "ttlSeconds"}, nil, signNone, false, mandatePayment},
 		{"intents_get", []string{"id"}, nil, signNone, false, mandateNone},

@@ -227,8 +227,9 @@ func TestMCPStdio(t *testing.T) {
 	}
 
 	// Remember and recall.
+	// The source defaults to the agent itself.
 	c.ok("memory_remember", map[string]any{"namespace": "demo", "subject": "user:ada", "kind": "home", "body": "Paris",
-		"validFrom": "2025-01-01T00:00:00Z", "source": map[string]any{"kind": "agent", "ref": "mcp-test"}})
+		"validFrom": "2025-01-01T00:00:00Z"})
 	recalled := c.ok("memory_recall", map[string]any{"namespace": "demo", "subject": "user:ada"})
 	if b, _ := json.Marshal(recalled); !bytes.Contains(b, []byte(`"Paris"`)) {
 		t.Errorf("recall: %s", b)
