@@ -147,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 			Title:       t.Operation.Summary,
 			Description: t.Description,
 			InputSchema: t.InputSchema,
-			Annotations: annotations(t.Operation),
+			Annotations: annotations(t.Operation, t.idempotent),
 		}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return s.call(ctx, t, req), nil
 		})
@@ -172,11 +172,15 @@ func (s *Server) Tools() []ToolSpec { return s.tools }
 // end with their transports.
 func (s *Server) Close() { s.tail.stop() }
 
-func annotations(op contract.Operation) *mcp.ToolAnnotations {
+// annotations are hints for clients: a read is read-only and idempotent;
+// a request with an idempotency key is idempotent within a session (the
+// derived key); a money-moving operation is destructive and reaches the
+// world (rails, merchants).
+func annotations(op contract.Operation, keyed bool) *mcp.ToolAnnotations {
 	read := op.Method == "GET" || strings.HasSuffix(op.ID, ".get") || strings.HasSuffix(op.ID, ".list") ||
 		strings.HasSuffix(op.ID, ".status") || strings.HasSuffix(op.ID, ".balance")
 	no := false
-	a := &mcp.ToolAnnotations{ReadOnlyHint: read, IdempotentHint: true, OpenWorldHint: &no}
+	a := &mcp.ToolAnnotations{ReadOnlyHint: read, IdempotentHint: read || keyed, OpenWorldHint: &no}
 	if op.MovesValue {
 		yes := true
 		a.DestructiveHint = &yes
