@@ -83,6 +83,20 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err := parseFlags(fs, args, true); err != nil {
 		return err
 	}
+	// --url and --data choose the mode. One given on the command line
+	// beats the other from the environment (a shell that exported
+	// COUNTERSIGN_DATA for serve must not turn "mcp --url" into an
+	// embedded node on a locked directory); both on the command line is
+	// a mistake.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case given["url"] && given["data"]:
+		fmt.Fprintln(stderr, "mcp: give --url (a running server) or --data (the service in-process), not both")
+		return errUsage
+	case given["url"]:
+		cfg.data = ""
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)

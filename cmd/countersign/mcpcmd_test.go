@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -360,5 +361,28 @@ func TestMCPDPoP(t *testing.T) {
 	}
 	if u := c.ok("usage_get", map[string]any{"since": time.Now().UTC().Add(-time.Hour).Format(time.RFC3339), "until": time.Now().UTC().Add(time.Hour).Format(time.RFC3339)}); u["keyId"] == nil {
 		t.Errorf("usage: %v", u)
+	}
+}
+
+// TestMCPModeFlags: --url on the command line beats COUNTERSIGN_DATA from
+// the environment (no node is opened on that directory), and both flags
+// on the command line are refused.
+func TestMCPModeFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var out, errOut bytes.Buffer
+	err := cmdMCP(context.Background(), []string{"--url", "http://127.0.0.1:1", "--data", dir}, strings.NewReader(""), &out, &errOut)
+	if !errors.Is(err, errUsage) || !strings.Contains(errOut.String(), "not both") {
+		t.Fatalf("both flags: %v, %s", err, errOut.String())
+	}
+	t.Setenv("COUNTERSIGN_DATA", dir)
+	errOut.Reset()
+	// No agent key: refused before anything is served, and the
+	// environment's data directory was not opened (or created).
+	err = cmdMCP(context.Background(), []string{"--url", "http://127.0.0.1:1"}, strings.NewReader(""), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--agent-key") {
+		t.Fatalf("--url with COUNTERSIGN_DATA set: %v", err)
+	}
+	if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+		t.Errorf("the environment's data directory was opened: %v", serr)
 	}
 }
