@@ -195,16 +195,7 @@ func cmdFakeMerchant(ctx context.Context, args []string, stdout, stderr io.Write
 	for _, it := range fakemerchant.Catalogue {
 		fmt.Fprintf(stdout, "  %-14s %-40s %8d  %s\n", it.SKU, it.Title, it.PriceMinor, it.Scenario)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return srv.Shutdown(sctx)
+	return serveUntil(ctx, srv, ln)
 }
 
 const buySynopsis = `buy --agent-key FILE --credential FILE --mandate FILE --merchant ID --rail acp|ucp --line SKU[:QTY] [flags]

@@ -156,16 +156,9 @@ func serveMCPHTTP(ctx context.Context, cfg mcpConfig, srv *mcpserver.Server, std
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, nil))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "countersign mcp: serving MCP over streamable HTTP at http://%s/mcp\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
+	if err := serveUntil(ctx, hs, ln); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
-	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(sctx)
 	return nil
 }
 
@@ -182,7 +175,7 @@ func embedNode(ctx context.Context, cfg *mcpConfig, agent *agentclient.Agent, lo
 	var ln net.Listener
 	if cfg.consoleAddr != "" {
 		var err error
-		if ln, err = listenLoopbackAddr(cfg.consoleAddr); err != nil {
+		if ln, err = listenLoopback("console-addr", cfg.consoleAddr); err != nil {
 			return nil, "", err
 		}
 		addr = ln.Addr().String()
@@ -229,18 +222,6 @@ func embedNode(ctx context.Context, cfg *mcpConfig, agent *agentclient.Agent, lo
 		<-served
 		srv.close()
 	}, base, nil
-}
-
-func listenLoopbackAddr(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--console-addr: %w", err)
-	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
-		ln.Close()
-		return nil, fmt.Errorf("--console-addr %q refused: it bound %s, which is not loopback", addr, ln.Addr())
-	}
-	return ln, nil
 }
 
 // loadAgent reads the agent's key, credential and mandates.

@@ -162,7 +162,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.metricsAddr = metricsLn.Addr().String()
 	}
 	if cfg.pprofAddr != "" {
-		if pprofLn, err = listenLoopback(cfg.pprofAddr); err != nil {
+		if pprofLn, err = listenLoopback("pprof-addr", cfg.pprofAddr); err != nil {
 			return err
 		}
 		defer pprofLn.Close()
@@ -205,18 +205,33 @@ func checkPprofAddr(addr string) error {
 	return fmt.Errorf("--pprof-addr %q refused: the profiler listens on loopback only (127.0.0.1, [::1] or localhost), not on %s; reach it remotely through an SSH tunnel", addr, host)
 }
 
-// listenLoopback binds a checked --pprof-addr and makes sure the address
+// listenLoopback binds addr, given as --flag, and makes sure the address
 // bound is loopback ("localhost" is resolved by the system).
-func listenLoopback(addr string) (net.Listener, error) {
+func listenLoopback(flag, addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--pprof-addr: listen: %w", err)
+		return nil, fmt.Errorf("--%s: listen: %w", flag, err)
 	}
 	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
 		ln.Close()
-		return nil, fmt.Errorf("--pprof-addr %q refused: it bound %s, which is not loopback", addr, ln.Addr())
+		return nil, fmt.Errorf("--%s %q refused: it bound %s, which is not loopback", flag, addr, ln.Addr())
 	}
 	return ln, nil
+}
+
+// serveUntil serves srv on ln until ctx is done, then shuts it down
+// within five seconds; a listener that fails first ends it with its error.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
 }
 
 // metricsMux serves the operator's metrics at GET /metrics and nothing
