@@ -299,6 +299,21 @@ func (s *Service) captureHold(ctx context.Context, c Caller, req CaptureRequest,
 		toSettle *Intent
 		replay   *Intent
 	)
+	// The intent is claimed before the transaction that moves it to
+	// settling, as a payment's is before its decision: otherwise a
+	// concurrent capture under the same key, between that commit and the
+	// rail call, finds it settling and resumes it, and the rail is asked
+	// to capture twice (the second answer a decline for money that moved).
+	// A replay that finds it claimed answers ErrInFlight.
+	if !s.claim(req.IntentID) {
+		return nil, ErrInFlight
+	}
+	claimed := true
+	defer func() {
+		if claimed {
+			s.release(req.IntentID)
+		}
+	}()
 	err := s.log.Update(ctx, func(txn store.Txn) error {
 		toSettle, replay = nil, nil
 		in, err := getIntent(txn, req.IntentID)
@@ -378,6 +393,8 @@ func (s *Service) captureHold(ctx context.Context, c Caller, req CaptureRequest,
 		return nil, err
 	}
 	if replay != nil {
+		s.release(req.IntentID) // resume claims it itself
+		claimed = false
 		if replay.Status == StatusSettling {
 			res, err := s.resume(ctx, replay.ID, requestID)
 			if err != nil {
@@ -397,7 +414,7 @@ func (s *Service) captureHold(ctx context.Context, c Caller, req CaptureRequest,
 		}
 		return s.captureOutcome(replay)
 	}
-	return s.settleHold(ctx, toSettle, requestID)
+	return s.settleHoldClaimed(ctx, toSettle, requestID)
 }
 
 // captureOutcome answers a repeated capture from the intent's final state.
@@ -438,16 +455,13 @@ func (s *Service) stillAuthorized(r store.Reader, in *Intent) error {
 	return nil
 }
 
-// settleHold sends a capture to the rail: Authorizer.Capture when the rail
-// holds the funds, a Settle of the captured amount otherwise.
-func (s *Service) settleHold(ctx context.Context, in *Intent, requestID string) (*Result, error) {
+// settleHoldClaimed sends a capture to the rail, for a caller that holds
+// the intent's claim: Authorizer.Capture when the rail holds the funds, a
+// Settle of the captured amount otherwise.
+func (s *Service) settleHoldClaimed(ctx context.Context, in *Intent, requestID string) (*Result, error) {
 	if !in.Hold.RailAuthorization {
-		return s.settle(ctx, in, requestID)
+		return s.settleClaimed(ctx, in, nil, requestID)
 	}
-	if !s.claim(in.ID) {
-		return nil, ErrInFlight
-	}
-	defer s.release(in.ID)
 	az, ok := s.authorizer(in.Terms.Rail)
 	if !ok {
 		return s.finish(ctx, in, nil, settle.Settlement{}, fmt.Errorf("%w: rail %q no longer authorizes", settle.ErrUnavailable, in.Terms.Rail), requestID)
