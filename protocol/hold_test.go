@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -215,6 +216,59 @@ func TestHoldHeldForApproval(t *testing.T) {
 			again, err := h.svc.HoldPlace(ctx, h.call(), req)
 			if err != nil || !again.WasReplayed() || again.Status != HoldPendingApproval {
 				t.Fatalf("replay = %+v, %v", again, err)
+			}
+		})
+	}
+}
+
+// TestHoldConcurrentCapturesOneKey sends the same capture at once from
+// several callers: the rail captures once, and every answer is the
+// capture's receipt or pay.in_flight (retry as is), never a decline for
+// money that moved. Before the intent was claimed ahead of the capture's
+// transaction, a replay arriving between that commit and the rail call
+// resumed it and the rail was asked to capture twice.
+func TestHoldConcurrentCapturesOneKey(t *testing.T) {
+	for _, rail := range []string{railCard, railWire} {
+		t.Run(rail, func(t *testing.T) {
+			h := newHarness(t, harnessConfig{})
+			ctx := t.Context()
+			placed, err := h.svc.HoldPlace(ctx, h.call(), &HoldPlaceRequest{Spend: h.spend("hold.place", rail, 5_000, nil), TTLSeconds: 3600})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 8
+			answers := make([]*HoldCaptured, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					answers[i], errs[i] = h.svc.HoldCapture(ctx, h.call(), &HoldCaptureRequest{HoldID: placed.HoldID, AmountMinor: 3_000, IdempotencyKey: "c1"})
+				})
+			}
+			wg.Wait()
+			var receipt *pay.Receipt
+			for i := range n {
+				switch {
+				case errs[i] == nil:
+					if receipt != nil && !cmp.Equal(receipt, answers[i].Receipt) {
+						t.Errorf("two receipts for one capture: %+v, %+v", receipt, answers[i].Receipt)
+					}
+					receipt = answers[i].Receipt
+				case code(errs[i]) != pay.CodeInFlight:
+					t.Errorf("capture %d: %v", i, errs[i])
+				}
+			}
+			if receipt == nil || receipt.Amount.Minor != 3_000 {
+				t.Fatalf("no capture answered its receipt: %+v", receipt)
+			}
+			// Retried as is once the first is done: the receipt again.
+			again, err := h.svc.HoldCapture(ctx, h.call(), &HoldCaptureRequest{HoldID: placed.HoldID, AmountMinor: 3_000, IdempotencyKey: "c1"})
+			if err != nil || !cmp.Equal(again.Receipt, receipt) {
+				t.Fatalf("retry: %+v, %v", again, err)
+			}
+			got, err := h.svc.HoldGet(ctx, h.call(), &HoldRef{HoldID: placed.HoldID})
+			if err != nil || got.Status != HoldStatusCaptured || got.CapturedMinor != 3_000 {
+				t.Fatalf("get = %+v, %v", got, err)
 			}
 		})
 	}
