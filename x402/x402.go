@@ -617,3 +617,18 @@ func ParseUint256(s string) (*big.Int, error) {
 	}
 	return n, nil
 }
+
+// VerifyResponse is a facilitator's answer to POST /verify (§5.4, §7.1).
+type VerifyResponse struct {
+	IsValid       bool   `json:"isValid"`
+	InvalidReason string `json:"invalidReason,omitempty"`
+	Payer         string `json:"payer,omitempty"`
+}
+
+// FacilitatorRequest is the body of a facilitator's POST /verify and
+// POST /settle (§7.1, §7.2).
+type FacilitatorRequest struct {
+	X402Version         int                 `json:"x402Version"`
+	PaymentPayload      PaymentPayload      `json:"paymentPayload"`
+	PaymentRequirements PaymentRequirements `json:"paymentRequirements"`
+}
