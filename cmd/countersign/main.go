@@ -37,6 +37,7 @@ Commands:
   doctor             check a data directory or a running server and print what to fix
   buy                quote or buy from a merchant (ACP or UCP) with an agent key
   fake-merchant      run a fake ACP or UCP merchant (tests and demos)
+  fake-x402          run a fake x402 resource server and facilitator (tests and demos)
   memory             remember, recall, assemble, verify offline; operator: mandate, forget, taint
   protocol           call a method of the protocol surface (hold.place, session.open, proof.get, ...)
   mcp                serve an agent's tools over the Model Context Protocol (stdio or streamable HTTP)
@@ -90,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdProof(args[1:], stdout, stderr)
 	case "fake-merchant":
 		err = cmdFakeMerchant(ctx, args[1:], stdout, stderr)
+	case "fake-x402":
+		err = cmdFakeX402(ctx, args[1:], stdout, stderr)
 	case "loadtest":
 		err = cmdLoadtest(ctx, args[1:], stdout, stderr)
 	case "agents":
