@@ -505,3 +505,27 @@ func TestNewRefusesBadResources(t *testing.T) {
 		}()
 	}
 }
+
+// TestSettleThenDropOnReusedConnection records a fact the gate must know:
+// on a reused keep-alive connection that breaks before any answer byte,
+// Go's http.Transport resends a GET by itself. The fake settled the first
+// copy and refuses the second as a used nonce, so the client sees 402 —
+// not an error — although the money moved, once. A 402 after a signature
+// left proves nothing; only the chain reader does.
+func TestSettleThenDropOnReusedConnection(t *testing.T) {
+	f := newFixture(t, nil)
+	resp := f.do("/settle-then-drop", "")
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close() // the connection goes back to the pool
+	h := f.sign(requiredOf(t, resp), "int_reuse")
+	paid := f.do("/settle-then-drop", h)
+	if paid.StatusCode != http.StatusPaymentRequired || settlementOf(t, paid).ErrorReason != ReasonUsed {
+		t.Fatalf("status %s, %+v", paid.Status, settlementOf(t, paid))
+	}
+	if n := f.fake.Requests("/settle-then-drop"); n != 3 {
+		t.Fatalf("%d requests reached the fake, want 3 (the transport's resend included)", n)
+	}
+	if len(f.fake.Settlements()) != 1 || !f.state("int_reuse") {
+		t.Fatal("not settled exactly once")
+	}
+}
