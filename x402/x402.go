@@ -185,10 +185,14 @@ func (r PaymentRequirements) ExtraString(name string) (string, bool) {
 	return s, true
 }
 
-// EncodePaymentRequired returns the PAYMENT-REQUIRED header value for p.
+// EncodePaymentRequired returns the PAYMENT-REQUIRED header value for p;
+// an X402Version of 0 is written as 2, any other but 2 is refused.
 func EncodePaymentRequired(p PaymentRequired) (string, error) {
 	if p.X402Version == 0 {
 		p.X402Version = Version
+	}
+	if p.X402Version != Version {
+		return "", fmt.Errorf("%w %d: this package writes version 2 only", ErrVersion, p.X402Version)
 	}
 	if p.Accepts == nil {
 		p.Accepts = []PaymentRequirements{}
@@ -196,10 +200,14 @@ func EncodePaymentRequired(p PaymentRequired) (string, error) {
 	return encode(p)
 }
 
-// EncodePaymentPayload returns the PAYMENT-SIGNATURE header value for p.
+// EncodePaymentPayload returns the PAYMENT-SIGNATURE header value for p;
+// an X402Version of 0 is written as 2, any other but 2 is refused.
 func EncodePaymentPayload(p PaymentPayload) (string, error) {
 	if p.X402Version == 0 {
 		p.X402Version = Version
+	}
+	if p.X402Version != Version {
+		return "", fmt.Errorf("%w %d: this package writes version 2 only", ErrVersion, p.X402Version)
 	}
 	return encode(p)
 }

@@ -435,3 +435,12 @@ func TestParseUint256(t *testing.T) {
 		}
 	}
 }
+
+func TestEncodersWriteVersion2Only(t *testing.T) {
+	if _, err := EncodePaymentRequired(PaymentRequired{X402Version: 1, Resource: ResourceInfo{URL: "u"}}); !errors.Is(err, ErrVersion) {
+		t.Errorf("PaymentRequired v1: %v", err)
+	}
+	if _, err := EncodePaymentPayload(PaymentPayload{X402Version: 3}); !errors.Is(err, ErrVersion) {
+		t.Errorf("PaymentPayload v3: %v", err)
+	}
+}
