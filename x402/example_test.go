@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/http"
 	"time"
 
 	"github.com/countersign/countersign/x402"
@@ -205,4 +206,26 @@ func ExamplePaymentRequirements_ExtraString() {
 	name, ok := r.ExtraString("name")
 	fmt.Println(name, ok)
 	// Output: USDC true
+}
+
+func ExamplePaymentRequiredFrom() {
+	// A version 1 server puts its offer in the 402's body.
+	_, err := x402.PaymentRequiredFrom(http.Header{}, []byte(`{"x402Version":1,"accepts":[]}`))
+	fmt.Println(errors.Is(err, x402.ErrVersion1))
+
+	h := http.Header{}
+	h.Set(x402.HeaderPaymentRequired, paymentRequired)
+	pr, err := x402.PaymentRequiredFrom(h, nil)
+	fmt.Println(pr.Accepts[0].Amount, err)
+	// Output:
+	// true
+	// 10000 <nil>
+}
+
+func ExampleSettlementFrom() {
+	h := http.Header{}
+	h.Set(x402.HeaderPaymentResponse, "eyJzdWNjZXNzIjp0cnVlLCJ0cmFuc2FjdGlvbiI6IjB4YWIiLCJuZXR3b3JrIjoiZWlwMTU1Ojg0NTMyIn0=") // {"success":true,"transaction":"0xab","network":"eip155:84532"}
+	s, ok, err := x402.SettlementFrom(h)
+	fmt.Println(s.Success, s.Transaction, ok, err)
+	// Output: true 0xab true <nil>
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -442,5 +443,41 @@ func TestEncodersWriteVersion2Only(t *testing.T) {
 	}
 	if _, err := EncodePaymentPayload(PaymentPayload{X402Version: 3}); !errors.Is(err, ErrVersion) {
 		t.Errorf("PaymentPayload v3: %v", err)
+	}
+}
+
+func TestPaymentRequiredFrom(t *testing.T) {
+	ex := specExamples(t)
+	h := http.Header{}
+	h.Set(HeaderPaymentRequired, ex["payment-required"])
+	if pr, err := PaymentRequiredFrom(h, nil); err != nil || len(pr.Accepts) != 1 {
+		t.Fatalf("header: %v", err)
+	}
+	h.Add(HeaderPaymentRequired, ex["payment-required"])
+	if _, err := PaymentRequiredFrom(h, nil); !errors.Is(err, ErrMalformed) {
+		t.Errorf("twice: %v", err)
+	}
+	v1 := `{"x402Version":1,"error":"X-PAYMENT header is required","accepts":[{"scheme":"exact","network":"base-sepolia"}]}`
+	if _, err := PaymentRequiredFrom(http.Header{}, []byte(v1)); !errors.Is(err, ErrVersion1) {
+		t.Errorf("v1 body: %v", err)
+	}
+	if _, err := PaymentRequiredFrom(http.Header{}, []byte(`{}`)); !errors.Is(err, ErrMissingRequired) {
+		t.Errorf("nothing: %v", err)
+	}
+}
+
+func TestSettlementFrom(t *testing.T) {
+	ex := specExamples(t)
+	if _, ok, err := SettlementFrom(http.Header{}); ok || err != nil {
+		t.Errorf("none: %v %v", ok, err)
+	}
+	h := http.Header{}
+	h.Set(HeaderPaymentResponse, ex["payment-response-success"])
+	if s, ok, err := SettlementFrom(h); !ok || err != nil || !s.Success {
+		t.Errorf("one: %v %v", ok, err)
+	}
+	h.Add(HeaderPaymentResponse, ex["payment-response-failure"])
+	if _, ok, err := SettlementFrom(h); ok || !errors.Is(err, ErrMalformed) {
+		t.Errorf("two: %v %v", ok, err)
 	}
 }
