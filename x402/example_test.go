@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/countersign/countersign/x402"
@@ -228,4 +229,13 @@ func ExampleSettlementFrom() {
 	s, ok, err := x402.SettlementFrom(h)
 	fmt.Println(s.Success, s.Transaction, ok, err)
 	// Output: true 0xab true <nil>
+}
+
+func ExampleSameOrigin() {
+	asked, _ := url.Parse("https://api.example.com/premium-data")
+	fmt.Println(x402.SameOrigin("https://api.example.com/premium-data", asked))
+	fmt.Println(x402.SameOrigin("https://api.example.com.attacker.example/premium-data", asked))
+	// Output:
+	// true
+	// false
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 )
 
 // PaymentRequiredFrom reads a 402 answer's offer: the PAYMENT-REQUIRED
@@ -43,4 +45,30 @@ func SettlementFrom(h http.Header) (s SettlementResponse, ok bool, err error) {
 	default:
 		return s, false, fmt.Errorf("%w: %s given %d times", ErrMalformed, HeaderPaymentResponse, len(vs))
 	}
+}
+
+// SameOrigin reports whether resourceURL (an offer's resource.url) is on
+// the origin of requested (the URL the client asked for): same scheme,
+// host (ASCII case folded) and port, a scheme's default port written or
+// not. An offer for another origin asks to pay for something else.
+func SameOrigin(resourceURL string, requested *url.URL) bool {
+	u, err := url.Parse(resourceURL)
+	if err != nil || requested == nil || !u.IsAbs() || u.Opaque != "" || u.User != nil {
+		return false
+	}
+	return origin(u) == origin(requested)
+}
+
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }

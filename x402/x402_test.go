@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/big"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -479,5 +480,25 @@ func TestSettlementFrom(t *testing.T) {
 	h.Add(HeaderPaymentResponse, ex["payment-response-failure"])
 	if _, ok, err := SettlementFrom(h); ok || !errors.Is(err, ErrMalformed) {
 		t.Errorf("two: %v %v", ok, err)
+	}
+}
+
+func TestSameOrigin(t *testing.T) {
+	asked, _ := url.Parse("https://api.example.com/premium-data?q=1")
+	for u, want := range map[string]bool{
+		"https://api.example.com/premium-data":      true,
+		"https://API.example.com:443/other":         true,
+		"https://api.example.com:8443/premium-data": false,
+		"http://api.example.com/premium-data":       false,
+		"https://api.example.com.evil/premium-data": false,
+		"https://user@api.example.com/premium-data": false,
+		"/premium-data":   false,
+		"mailto:a@b":      false,
+		"https://[::1]/x": false,
+		"":                false,
+	} {
+		if got := SameOrigin(u, asked); got != want {
+			t.Errorf("%q: %v", u, got)
+		}
 	}
 }
