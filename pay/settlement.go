@@ -16,17 +16,9 @@ import (
 
 var systemActor = audit.Actor{Kind: "system", ID: "settlement"}
 
-// settle calls the rail for an intent transaction 1 left settling and
-// records the outcome (transaction 2).
-func (s *Service) settle(ctx context.Context, in *Intent, requestID string) (*Result, error) {
-	if !s.claim(in.ID) {
-		return nil, ErrInFlight
-	}
-	defer s.release(in.ID)
-	return s.settleClaimed(ctx, in, nil, requestID)
-}
-
-// settleClaimed is settle for a caller that holds the intent's claim.
+// settleClaimed calls the rail for an intent transaction 1 left settling
+// and records the outcome (transaction 2), for a caller that holds the
+// intent's claim.
 // prior is in as the caller's transaction stored it, or nil (see
 // intentReader).
 func (s *Service) settleClaimed(ctx context.Context, in *Intent, prior []byte, requestID string) (*Result, error) {
