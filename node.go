@@ -453,22 +453,8 @@ func (n *Node) openHandler() error {
 	if err != nil {
 		return fmt.Errorf("countersign: operator console: %w", err)
 	}
-	n.handler = withConsole(api, page)
+	n.handler = console.Beside(page, api)
 	return nil
-}
-
-// withConsole routes /console and everything under console.Prefix to the
-// operator console's page, and every other path to the API, untouched
-// (no ServeMux: its path cleaning would redirect API requests the API's
-// own router answers).
-func withConsole(api, page http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "/console" || strings.HasPrefix(p, console.Prefix) {
-			page.ServeHTTP(w, r)
-			return
-		}
-		api.ServeHTTP(w, r)
-	})
 }
 
 // start runs the background work: webhook delivery, the minute's upkeep

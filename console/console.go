@@ -65,6 +65,20 @@ type pageConfig struct {
 	Sandbox   bool   `json:"sandbox"`
 }
 
+// Beside routes /console and every path under Prefix to page (a
+// Handler), and every other path to api, untouched: a path test rather
+// than a ServeMux, whose path cleaning would redirect API requests the
+// API's own router answers.
+func Beside(page, api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == strings.TrimSuffix(Prefix, "/") || strings.HasPrefix(p, Prefix) {
+			page.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
 type handler struct {
 	files  map[string]file
 	config []byte
