@@ -98,7 +98,9 @@ func (p *Payer) client(fresh bool) *http.Client {
 	}
 }
 
-func (p *Payer) do(ctx context.Context, fresh bool, method, url string, header http.Header, body []byte, payment string) (*Response, error) {
+// request builds a request: the caller's headers, and payment, when not
+// empty, as the only PAYMENT-SIGNATURE.
+func request(ctx context.Context, method, url string, header http.Header, body []byte, payment string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("x402: request: %w", err)
@@ -119,6 +121,11 @@ func (p *Payer) do(ctx context.Context, fresh bool, method, url string, header h
 	if payment != "" {
 		req.Header.Set(HeaderPaymentSignature, payment)
 	}
+	return req, nil
+}
+
+// send makes the request and reads its answer, up to the body cap.
+func (p *Payer) send(req *http.Request, fresh bool) (*Response, error) {
 	c := p.client(fresh)
 	defer c.CloseIdleConnections()
 	resp, err := c.Do(req)
@@ -149,7 +156,11 @@ func (p *Payer) Fetch(ctx context.Context, method, url string, header http.Heade
 			return nil, errors.New("x402: an unpaid request carries no PAYMENT-SIGNATURE")
 		}
 	}
-	return p.do(ctx, false, method, url, header, body, "")
+	req, err := request(ctx, method, url, header, body, "")
+	if err != nil {
+		return nil, err
+	}
+	return p.send(req, false)
 }
 
 // FetchPaid sends the request with the PAYMENT-SIGNATURE header payment
@@ -161,10 +172,11 @@ func (p *Payer) FetchPaid(ctx context.Context, method, url string, header http.H
 	if payment == "" {
 		return PaidResult{}, errors.New("x402: a paid request needs its PAYMENT-SIGNATURE")
 	}
-	if _, err := http.NewRequest(method, url, nil); err != nil {
-		return PaidResult{}, fmt.Errorf("x402: request: %w", err)
+	req, err := request(ctx, method, url, header, body, payment)
+	if err != nil {
+		return PaidResult{}, err
 	}
-	r, err := p.do(ctx, true, method, url, header, body, payment)
+	r, err := p.send(req, true)
 	if err != nil {
 		return PaidResult{Outcome: Unknown, Reason: fmt.Sprintf("no answer: %v", err)}, nil
 	}
