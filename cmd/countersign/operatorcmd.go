@@ -195,8 +195,16 @@ func cmdOperator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		body = map[string]any{"rationale": *rationale}
 	case "counterparty add":
 		op, method, path = "identity.counterparties.create", "POST", "/identity/counterparties"
-		body = map[string]any{"id": *id, "name": *name, "kind": *kind, "baseUrl": *cpURL, "agentId": *agents,
+		req := map[string]any{"id": *id, "baseUrl": *cpURL, "agentId": *agents,
 			"rails": splitList(*rails), "capabilities": splitList(*caps), "rationale": *rationale}
+		// Left out when not given: the server's defaults apply (an empty
+		// kind is not one of its values).
+		for k, v := range map[string]string{"name": *name, "kind": *kind} {
+			if v != "" {
+				req[k] = v
+			}
+		}
+		body = req
 	case "counterparty list":
 		op, method, path = "identity.counterparties.list", "GET", "/identity/counterparties?"+pageQuery(*limit, *cursor)
 	case "revoke-identity":

@@ -198,3 +198,27 @@ func TestOperatorApproveDecline(t *testing.T) {
 		t.Fatalf("approval with the challenge: %s", r.out)
 	}
 }
+
+// TestOperatorCounterpartyAdd: the README's registration, without --kind
+// or --name, is accepted (the server's defaults apply), and --kind is
+// sent when given.
+func TestOperatorCounterpartyAdd(t *testing.T) {
+	ss := startSandbox(t)
+	add := func(id, agent string, extra ...string) cliResult {
+		return cli(t, append([]string{"operator", "counterparty", "add", "--url", ss.base,
+			"--key", filepath.Join(ss.dir, sandboxOperatorKey), "--rationale", "second deployment for the demo",
+			"--id", id, "--counterparty-url", "http://127.0.0.1:8081", "--agent", strings.Repeat(agent, 32)}, extra...)...)
+	}
+	for _, tc := range []struct {
+		id, agent string
+		args      []string
+		kind      string
+	}{{"other", "ab", nil, "agent"}, {"shop", "cd", []string{"--kind", "merchant", "--name", "A shop"}, "merchant"}} {
+		if r := add(tc.id, tc.agent, tc.args...); r.status != 201 || r.str("kind") != tc.kind {
+			t.Errorf("counterparty add %s: %s", tc.id, r.out)
+		}
+	}
+	if r := add("bad", "ef", "--kind", "robot"); r.status != 400 || r.str("code") != "request.validation" {
+		t.Errorf("counterparty add --kind robot: %s", r.out)
+	}
+}
