@@ -30,6 +30,56 @@ func (b *Books) Authorize(ctx context.Context, route Route, c Caller, in *Instru
 	return b.s.authorizeSigned(ctx, route, c, in, sg, headerKey, requestID)
 }
 
+// CheckSigned runs the envelope checks of [Books.Authorize] ahead of it,
+// for an extension that must know the agent's request is genuine before
+// it acts on it outside (an x402 fetch makes the request it was asked
+// to): the agent's signature of typ over signed, the mandate, and that c
+// may act for the agent. A refusal is recorded as Authorize records it
+// (a gate.decision entry at the envelope stage, under idempotencyKey)
+// and returned; the verified mandate otherwise.
+func (b *Books) CheckSigned(ctx context.Context, route Route, c Caller, env Envelope, typ string, signed []byte, idempotencyKey, requestID string) (*Mandate, error) {
+	m, err := VerifySignedEnvelope(env, typ, signed, b.s.mandates)
+	if err == nil && !c.mayActFor(env.Agent) {
+		err = &UnauthorizedError{Reason: ReasonAgentNotPermitted}
+	}
+	if err != nil {
+		return nil, b.s.refuse(ctx, c, route, &Instruction{IdempotencyKey: idempotencyKey, Envelope: env}, "envelope", err, requestID)
+	}
+	return m, nil
+}
+
+// Prior answers a request made again: the outcome stored under c's
+// idempotencyKey on route, when that key has one (Result.Replayed set).
+// found is false for a key never used, and for one whose first request is
+// still held, deciding or settling: [Books.Authorize] then answers (in
+// flight, or the first request's decision resumed). A key used with
+// another digest is ErrIdempotencyConflict. It lets an extension skip
+// work outside (a request to a merchant or a resource) that a replay
+// does not need.
+func (b *Books) Prior(ctx context.Context, route Route, c Caller, idempotencyKey, digest string) (res *Result, found bool, err error) {
+	err = b.s.st.View(ctx, func(r store.Reader) error {
+		rec, err := getIdem(r, route, c.KeyID, idempotencyKey)
+		if err != nil || rec == nil {
+			return err
+		}
+		if rec.Digest != digest {
+			return ErrIdempotencyConflict
+		}
+		var cur *Intent
+		if rec.State != idemFinal || rec.Result == nil {
+			if cur, err = getIntent(r, rec.IntentID); err != nil {
+				return err
+			}
+		}
+		res, found = replayOf(rec, cur)
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return res, found, nil
+}
+
 // Capture settles part or all of an authorized hold of the caller's agent
 // key, through the same two-phase settlement as a payment. within, when
 // not nil, runs inside the transaction that starts the capture. The kill
@@ -106,3 +156,13 @@ func (b *Books) IntentEntrySeqs(r store.Reader, id string) ([]uint64, error) {
 // Intent reads an intent in the caller's transaction or view, whoever it
 // belongs to; the extension checks ownership.
 func (b *Books) Intent(r store.Reader, id string) (*Intent, error) { return getIntent(r, id) }
+
+// Frozen reports, read in r, whether the operator's kill switch is
+// engaged: for a rail that must not sign or send a payment once settlement
+// is frozen, checked inside the transaction that records it is about to
+// (a kill switch engaged concurrently is then ordered before or after
+// that transaction, never in between).
+func (b *Books) Frozen(r store.Reader) (bool, error) {
+	c, err := getControl(r)
+	return c.KillSwitchEngaged, err
+}

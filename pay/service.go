@@ -343,6 +343,12 @@ type Signed struct {
 	// intent (commerce keeps the cart it priced, see [Effect].Cart). An
 	// error abandons the transaction.
 	OnHeld func(txn store.Txn, in *Intent) error
+	// OnDecided, when set, runs in the deciding transaction whatever the
+	// gate decided (allowed, held or denied), after OnHeld: what the
+	// caller must keep about the request before anything is sent (an x402
+	// fetch keeps the offer it chose and the request to make again). An
+	// error abandons the transaction.
+	OnDecided func(txn store.Txn, in *Intent) error
 }
 
 // authorizeSigned runs an instruction through the gate, the record and
@@ -698,7 +704,12 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			return err
 		}
 		if sg.OnHeld != nil && intent.Status == StatusPendingApproval {
-			return sg.OnHeld(txn, intent)
+			if err := sg.OnHeld(txn, intent); err != nil {
+				return err
+			}
+		}
+		if sg.OnDecided != nil {
+			return sg.OnDecided(txn, intent)
 		}
 		return nil
 	})
