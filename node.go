@@ -32,6 +32,8 @@ import (
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/webhook"
+	"github.com/countersign/countersign/x402"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // DefaultBaseURL is the base URL of a node whose Options name none.
@@ -52,6 +54,7 @@ type Node struct {
 	keys    *auth.Keys
 	pay     *pay.Service
 	shop    *commerce.Service
+	paid402 *fetch.Service
 	proto   *protocol.Service
 	ident   *identity.Service
 	mem     *memory.Service
@@ -282,6 +285,11 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		Merchants: o.Merchants, SealKey: o.SealKey, URLs: *o.URLs, Connect: o.Connect}); err != nil {
 		return fmt.Errorf("countersign: commerce: %w", err)
 	}
+	if n.paid402, err = fetch.New(fetch.Options{Store: n.st, Log: n.log, Wallet: o.X402.Wallet,
+		Policy: x402.Policy{Assets: o.X402.Assets, MaxTimeout: o.X402.MaxTimeout}, URLs: *o.URLs, Chain: o.X402.Chain,
+		Finality: o.X402.Finality, Timeout: o.Pay.RailTimeout, Now: o.Now, Logger: o.Logger}); err != nil {
+		return fmt.Errorf("countersign: x402: %w", err)
+	}
 	model := product.Model()
 	surfaces := pay.ExtensionFunc(func(svc *pay.Service, books *pay.Books) (pay.Attachment, error) {
 		id := o.Identity
@@ -313,7 +321,7 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 		DenyPayees: o.Pay.DenyPayees, DenyAgents: o.Pay.DenyAgents, BreakerAfter: o.Pay.BreakerAfter,
 		ApprovalWindow: o.Pay.ApprovalWindow, IdempotencyRetention: o.Pay.IdempotencyRetention,
 		RailTimeout: o.Pay.RailTimeout, SharedStore: isShared(n.st),
-		Extensions: []pay.Extension{n.shop, surfaces},
+		Extensions: []pay.Extension{n.shop, n.paid402, surfaces},
 		// Every decision records the digest of the policy the identity
 		// discloses: the constitution of this very policy.
 		PolicyDigest: func(p pay.Policy) string { return identity.GateConstitution(p, origin).Digest },
@@ -440,7 +448,7 @@ func (n *Node) openHandler() error {
 		Limiter:       limiter, AddrLimiter: addrLimiter, Usage: n.usage,
 		Operators: httpserver.OperatorAuth{Verifier: n.ops},
 		Payments:  n.pay, Operations: n.pay, AgentKeys: n.keys,
-		Identity: ident, Commerce: n.shop, Memory: n.mem, Protocol: n.proto,
+		Identity: ident, Commerce: n.shop, X402: n.paid402, Memory: n.mem, Protocol: n.proto,
 	}
 	if o.Metrics != nil {
 		cfg.Metrics = o.Metrics
@@ -704,6 +712,10 @@ func (n *Node) Pay() *pay.Service { return n.pay }
 // Commerce returns quoting and buying from merchants.
 func (n *Node) Commerce() *commerce.Service { return n.shop }
 
+// X402 returns paying for HTTP resources that ask for x402 payment; see
+// also [Node.X402Transport].
+func (n *Node) X402() *fetch.Service { return n.paid402 }
+
 // Protocol returns the protocol surface.
 func (n *Node) Protocol() *protocol.Service { return n.proto }
 
@@ -724,3 +736,9 @@ func (n *Node) Operators() *operator.Verifier { return n.ops }
 
 // Refusals returns the journal of refused operator requests.
 func (n *Node) Refusals() *operator.RefusalJournal { return n.refused }
+
+// X402Transport returns an http.RoundTripper that pays the x402 resources
+// it is sent to through this node's gate, as agent a: a Go agent runtime's
+// own http.Client then pays 402s under the same instruction, decision,
+// record and settlement as POST /x402/fetch (see fetch.Transport).
+func (n *Node) X402Transport(a fetch.Agent) http.RoundTripper { return n.paid402.Transport(a) }

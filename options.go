@@ -17,6 +17,8 @@ import (
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/protocol"
 	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/x402"
+	"github.com/countersign/countersign/x402/evm"
 )
 
 // Options configures a [Node]. The zero value of every field is its
@@ -68,6 +70,10 @@ type Options struct {
 	// webhook signing secrets and merchant credentials. Default: none,
 	// and webhook endpoints and merchant credentials cannot be stored.
 	SealKey []byte
+
+	// X402 configures paying for HTTP resources that ask for x402
+	// payment (POST /x402/fetch, Node.X402Transport).
+	X402 X402Options
 
 	// Identity configures the node's Agent Disclosure Protocol identity.
 	Identity IdentityOptions
@@ -162,6 +168,27 @@ type IdentityOptions struct {
 	HexAgentID bool
 }
 
+// X402Options configures x402 fetches (package x402/fetch).
+type X402Options struct {
+	// Wallet signs the EIP-3009 authorizations: keep it like the record
+	// key (a file of mode 0600); it is never stored, recorded or logged.
+	// Default none: a resource that asks for payment is refused
+	// x402.not_configured, and nothing is signed.
+	Wallet *evm.Key
+	// Assets are the tokens the deployment pays with, each pinned to its
+	// network, contract, EIP-712 domain and worth. Default none.
+	Assets []x402.Asset
+	// MaxTimeout caps an offer's maxTimeoutSeconds, and so how long a
+	// signed authorization stays valid after a kill switch. Default 5 min.
+	MaxTimeout time.Duration
+	// Chain answers whether an expired authorization was used. Default
+	// none: such a payment waits on the operator's settling list.
+	Chain x402.ChainReader
+	// Finality is how long after an authorization's validBefore the
+	// chain's answer is trusted. Default 2 min.
+	Finality time.Duration
+}
+
 // MemoryOptions configures the memory (package memory).
 type MemoryOptions struct {
 	// UntrustedSourceKinds are the source kinds whose records are tainted
@@ -239,6 +266,7 @@ func (o *Options) clone() Options {
 	c.Identity.SystemPrompt = slices.Clone(o.Identity.SystemPrompt)
 	c.Memory.UntrustedSourceKinds = slices.Clone(o.Memory.UntrustedSourceKinds)
 	c.Webhook.Schedule = slices.Clone(o.Webhook.Schedule)
+	c.X402.Assets = slices.Clone(o.X402.Assets)
 	if o.URLs != nil {
 		u := *o.URLs
 		c.URLs = &u
@@ -268,6 +296,8 @@ func (o Options) LogValue() slog.Value {
 		slog.Int("rails", len(o.Rails)),
 		slog.Int("merchants", len(o.Merchants)),
 		slog.Bool("sealKey", len(o.SealKey) > 0),
+		slog.Bool("x402Wallet", o.X402.Wallet != nil),
+		slog.Int("x402Assets", len(o.X402.Assets)),
 		slog.Int("identityKeys", len(o.Identity.Keys)),
 		slog.String("operatorId", o.Identity.OperatorID),
 	)

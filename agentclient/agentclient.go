@@ -17,6 +17,7 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,7 @@ import (
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/protocol"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // MaxResponseBytes bounds the body [Agent.Do] reads from an answer.
@@ -97,6 +99,7 @@ var RailFacts = map[string]struct {
 	"sandbox-chain": {gate.Irreversible, gate.FinalityInstant},
 	"acp":           {gate.Irreversible, gate.FinalityInstant},
 	"ucp":           {gate.Irreversible, gate.FinalityInstant},
+	"x402":          {gate.Irreversible, gate.FinalityInstant},
 }
 
 // FillTerms completes terms as a careful client does: the rail's facts
@@ -201,6 +204,37 @@ func (a *Agent) SignPurchase(p *commerce.PurchaseRequest, purpose string) error 
 	}
 	p.Envelope.Agent = a.ID()
 	return commerce.SignPurchase(p, a.Key)
+}
+
+// SignFetch completes r (idempotency key when empty, purpose, the x402
+// rail's terms, bodyDigest of its body when left out, the envelope's
+// mandate) and signs it for POST /x402/fetch.
+func (a *Agent) SignFetch(r *fetch.Request, purpose string) error {
+	if len(a.Key) != ed25519.PrivateKeySize {
+		return errNoKey
+	}
+	if r.IdempotencyKey == "" {
+		r.IdempotencyKey = NewIdempotencyKey()
+	}
+	if r.Purpose == "" {
+		r.Purpose = purpose
+	}
+	if r.Terms.Rail == "" {
+		r.Terms.Rail = fetch.RailName
+	}
+	if r.BodyDigest == "" && r.Body != "" {
+		body, err := base64.StdEncoding.DecodeString(r.Body)
+		if err != nil {
+			return fmt.Errorf("agentclient: body: %w", err)
+		}
+		r.BodyDigest = fetch.BodyDigest(body)
+	}
+	FillTerms(&r.Terms, a.CredentialKind())
+	if r.Envelope.Mandate == "" {
+		r.Envelope.Mandate = a.Mandate
+	}
+	r.Envelope.Agent = a.ID()
+	return fetch.Sign(r, a.Key)
 }
 
 func shortID(id string) string {

@@ -55,6 +55,8 @@ func (s *server) endpoints() map[string]endpoint {
 		"commerce.merchants.create": rawEndpoint(s.merchantCreate),
 		"commerce.merchants.list":   jsonEndpoint(s.merchantList),
 
+		"x402.fetch": rawEndpoint(s.x402Fetch),
+
 		"identity.disclose":              rawEndpoint(s.disclose),
 		"identity.well_known":            rawEndpoint(s.disclose),
 		"identity.respond":               jsonEndpoint(s.respond),

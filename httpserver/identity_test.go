@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/product"
 	"github.com/countersign/countersign/store/memstore"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // testIdentity is a real identity service over its own memstore and
@@ -213,5 +214,44 @@ func commerceRouteCases() []routeCase {
 			body:   `{"id":"shop-2","protocol":"acp","baseUrl":"https://shop.example","apiKey":"sk_test","rationale":"routine check by ops"}`,
 			status: 201, media: contract.MediaJSON},
 		{op: "commerce.merchants.list", target: "/commerce/merchants", status: 200, media: contract.MediaJSON},
+	}
+}
+
+// fakeX402 answers /x402/fetch with fixed, well-formed values: a paid
+// fetch, a relayed one and a held one.
+type fakeX402 struct{}
+
+func (fakeX402) Fetch(_ context.Context, _ pay.Caller, r fetch.Request, _, requestID string) (*fetch.Result, error) {
+	switch r.IdempotencyKey {
+	case "held":
+		res, err := fakePayments{}.Pay(context.Background(), pay.Caller{}, []byte(`{"IdempotencyKey":"held"}`), "", requestID)
+		return &fetch.Result{Result: res}, err
+	case "free":
+		return &fetch.Result{Fetched: &fetch.Fetched{Delivered: true, Status: 200, Headers: map[string][]string{"Content-Type": {"text/plain"}}, Body: "b2s="}}, nil
+	}
+	res, err := fakePayments{}.Pay(context.Background(), pay.Caller{}, []byte(`{"IdempotencyKey":"k"}`), "", requestID)
+	if err != nil {
+		return nil, err
+	}
+	return &fetch.Result{Result: res, Fetched: &fetch.Fetched{IntentID: res.IntentID, Paid: true, Delivered: true, Status: 200,
+		Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: "e30=",
+		Payment: &fetch.Payment{Network: "eip155:84532", Asset: "0x036CbD53842c5426634e7929541eC2318f3dCF7e", Amount: "10000",
+			PayTo: "eip155:84532:0x70997970C51812dc3A010C7d01b50e0d17dc79C8", Payer: "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+			Nonce: "0x" + strings.Repeat("ab", 32), ValidBefore: time.Date(2026, 11, 25, 10, 5, 0, 0, time.UTC), Transaction: "0x" + strings.Repeat("cd", 32)},
+		Receipt: res.Receipt}}, nil
+}
+
+// x402RouteCases are the happy paths of /x402/fetch.
+func x402RouteCases() []routeCase {
+	fetchBody := func(key string) string {
+		return `{"method":"GET","url":"https://data.example/report","maxAmount":{"minor":5,"currency":"USD"},` +
+			`"idempotencyKey":"` + key + `","purpose":"market data",` +
+			`"terms":{"rail":"x402","reversibility":"irreversible","finality":"instant","credential":"api-key","capitalSource":"payer","presence":"delegated"},` +
+			`"envelope":{"agent":"` + strings.Repeat("ab", 32) + `","mandate":"eyJhbGciOiJFZERTQSJ9.e30.c2ln","signature":"eyJhbGciOiJFZERTQSJ9..c2ln"}}`
+	}
+	return []routeCase{
+		{op: "x402.fetch", method: "POST", target: "/x402/fetch", body: fetchBody("k"), status: 200, media: contract.MediaJSON},
+		{op: "x402.fetch", method: "POST", target: "/x402/fetch", body: fetchBody("free"), status: 200, media: contract.MediaJSON},
+		{op: "x402.fetch", method: "POST", target: "/x402/fetch", body: fetchBody("held"), status: 202, media: contract.MediaJSON},
 	}
 }

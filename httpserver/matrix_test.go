@@ -59,6 +59,7 @@ import (
 	"github.com/countersign/countersign/store/memstore"
 	"github.com/countersign/countersign/store/pebblestore"
 	"github.com/countersign/countersign/webhook"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 const (
@@ -241,6 +242,12 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No wallet: a fetch past the credentials checks its URL and asks the
+	// resource, which does not resolve here.
+	paid402, err := fetch.New(fetch.Options{Store: st, Log: lg, Now: matrixClock, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The money path with commerce and the protocol surface attached. The
 	// identity needs the money path (it discloses its policy) and the
 	// surface needs the identity (it signs our negotiation offers), so
@@ -269,7 +276,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 	})
 	svc, err := pay.New(pay.Options{
 		Store: st, Log: lg, Rails: rails, Mandates: mandates, Now: matrixClock, Logger: quiet, BaseURL: matrixBase,
-		Extensions: []pay.Extension{shop, surfaces},
+		Extensions: []pay.Extension{shop, paid402, surfaces},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +304,7 @@ func newMatrixStack(t testing.TB, st store.Store, k *matrixKeys) *matrixStack {
 		AgentKeys:         keys,
 		Identity:          ident,
 		Commerce:          shop,
+		X402:              paid402,
 		Memory:            mem,
 		Protocol:          proto,
 	})
@@ -835,6 +843,16 @@ func matrixBodies(fx *matrixFixture) map[reflect.Type]func(t testing.TB) any {
 				t.Fatal(err)
 			}
 			return p
+		},
+		reflect.TypeFor[fetch.Request](): func(t testing.TB) any {
+			in := fx.instruction(t, 100)
+			r := fetch.Request{Method: "GET", URL: "https://resource.invalid/report", MaxAmount: in.Amount,
+				IdempotencyKey: in.IdempotencyKey, Purpose: in.Purpose, Terms: in.Terms, Envelope: pay.Envelope{Mandate: fx.mandate}}
+			r.Terms.Rail = fetch.RailName
+			if err := fetch.Sign(&r, fx.agentKey); err != nil {
+				t.Fatal(err)
+			}
+			return r
 		},
 		reflect.TypeFor[identity.ResolveRequest](): func(testing.TB) any {
 			return identity.ResolveRequest{Ref: fx.agentHex}

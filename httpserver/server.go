@@ -146,6 +146,9 @@ type Config struct {
 	// Commerce quotes and buys from merchants. Nil: those operations
 	// answer 500.
 	Commerce Commerce
+	// X402 pays for HTTP resources that ask for x402 payment. Nil:
+	// x402.fetch answers 500.
+	X402 X402
 	// Protocol is the generated method surface. Nil: its operations
 	// answer 500.
 	Protocol Protocol
@@ -185,6 +188,7 @@ type server struct {
 	deliveries WebhookDeliveries
 	identity   Identity
 	commerce   Commerce
+	x402       X402
 	memory     Memory
 	protocol   Protocol
 	metrics    *observers // nil without Config.Metrics
@@ -216,7 +220,7 @@ func newServer(cfg Config, extra map[string]endpoint) (*server, error) {
 		sandbox: cfg.Sandbox, audit: cfg.Audit, auditHub: cfg.AuditHub, auth: cfg.Authenticator, operators: cfg.Operators,
 		payments: cfg.Payments, operations: cfg.Operations, agentKeys: cfg.AgentKeys,
 		limiter: cfg.Limiter, addrLimit: cfg.AddrLimiter, usage: cfg.Usage,
-		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries, identity: cfg.Identity, commerce: cfg.Commerce,
+		webhooks: cfg.Webhooks, deliveries: cfg.WebhookDeliveries, identity: cfg.Identity, commerce: cfg.Commerce, x402: cfg.X402,
 		memory: cfg.Memory, protocol: cfg.Protocol,
 	}
 	if s.model == nil {

@@ -139,8 +139,8 @@ func TestRoutesFake(t *testing.T) {
 	m := testModel(t)
 	mem := testMemory(t)
 	proto := testProtocol(t)
-	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc, Protocol: proto.svc})
-	cases := append(append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...), protocolRouteCases(t, proto)...)
+	ts := newTestServer(t, Config{Model: m, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, X402: fakeX402{}, Memory: mem.svc, Protocol: proto.svc})
+	cases := append(append(append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), x402RouteCases()...), memoryRouteCases(t, mem)...), protocolRouteCases(t, proto)...)
 	cases = append(cases, routeCase{op: "audit.list", target: "/audit?cursor=Mg", status: 200, media: contract.MediaJSON,
 		check: func(t *testing.T, b []byte) {
 			var p audit.Page
@@ -214,8 +214,8 @@ func TestRoutesRealLog(t *testing.T) {
 	m := testModel(t)
 	mem := testMemory(t)
 	proto := testProtocol(t)
-	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, Memory: mem.svc, Protocol: proto.svc})
-	runRouteCases(t, ts, m, append(append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), memoryRouteCases(t, mem)...), protocolRouteCases(t, proto)...))
+	ts := newTestServer(t, Config{Model: m, Audit: lg, Authenticator: allowAll{}, Payments: fakePayments{}, Operators: allowOperator{}, Operations: fakeOperations{}, AgentKeys: fakeAgentKeys{}, Usage: testUsage(t), Webhooks: fakeWebhooks{}, WebhookDeliveries: fakeDeliveries{}, Identity: testIdentity(t), Commerce: fakeCommerce{}, X402: fakeX402{}, Memory: mem.svc, Protocol: proto.svc})
+	runRouteCases(t, ts, m, append(append(append(append(append(realRouteCases(), identityRouteCases()...), commerceRouteCases()...), x402RouteCases()...), memoryRouteCases(t, mem)...), protocolRouteCases(t, proto)...))
 
 	// The served entry and proof verify with the record's key alone.
 	w := ts.do(t, "GET", "/audit/entries/4?treeSize=5", nil)

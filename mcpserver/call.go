@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/agentclient"
 	"github.com/countersign/countersign/commerce"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // IdempotencyKey derives the idempotency key of a call the agent made
@@ -149,7 +150,7 @@ func (s *Server) build(t *ToolSpec, ss *mcp.ServerSession, args map[string]any) 
 	// something to sign over or to drop silently.
 	envelopeGiven := false
 	switch t.signing {
-	case signPayment, signPurchase:
+	case signPayment, signPurchase, signFetch:
 		_, envelopeGiven = args["envelope"]
 	case signSpend:
 		spend, _ := args["spend"].(map[string]any)
@@ -180,6 +181,15 @@ func (s *Server) build(t *ToolSpec, ss *mcp.ServerSession, args map[string]any) 
 			return r, localProblem("mcp.signing_failed", "stop", err.Error())
 		}
 		body = &p
+	case signFetch:
+		var fr fetch.Request
+		if err := strict(args, &fr); err != nil {
+			return r, err
+		}
+		if err := s.cfg.Agent.SignFetch(&fr, "x402 fetch "+purpose); err != nil {
+			return r, localProblem("mcp.signing_failed", "stop", err.Error())
+		}
+		body = &fr
 	case signSpend:
 		if spend, ok := args["spend"].(map[string]any); ok {
 			var in pay.Instruction

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/contract"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // signing says what the server completes and signs in a tool's request
@@ -22,6 +23,7 @@ const (
 	signNone     signing = iota
 	signPayment          // the body is a pay.Instruction (POST /pay)
 	signPurchase         // the body is a commerce.PurchaseRequest (POST /buy)
+	signFetch            // the body is a fetch.Request (POST /x402/fetch)
 	signSpend            // the body's "spend" is a pay.Instruction signed for the method
 )
 
@@ -114,6 +116,7 @@ func streams(op contract.Operation) bool {
 var (
 	instructionType = reflect.TypeFor[pay.Instruction]()
 	purchaseType    = reflect.TypeFor[commerce.PurchaseRequest]()
+	fetchType       = reflect.TypeFor[fetch.Request]()
 	rememberType    = reflect.TypeFor[memory.RememberRequest]()
 )
 
@@ -292,6 +295,11 @@ func toolFor(op contract.Operation, oa map[string]any, comps map[string]map[stri
 		delete(props, "envelope")
 		optional("envelope", "idempotencyKey", "purpose", "terms")
 		relaxTerms()
+	case op.Body == fetchType:
+		t.signing, t.idempotent = signFetch, true
+		delete(props, "envelope")
+		optional("envelope", "idempotencyKey", "purpose", "terms", "bodyDigest")
+		relaxTerms()
 	case op.Body != nil && hasSpend(op.Body):
 		t.signing, t.idempotent, t.idemInSpend = signSpend, true, true
 		relaxAmount()
@@ -322,7 +330,7 @@ func toolFor(op contract.Operation, oa map[string]any, comps map[string]map[stri
 			optional("source")
 		}
 	}
-	if t.signing == signPayment || t.signing == signPurchase {
+	if t.signing == signPayment || t.signing == signPurchase || t.signing == signFetch {
 		if p, ok := props["purpose"].(map[string]any); ok {
 			p["description"] = "Why, for the person who may approve it (one line). Default: a generic purpose naming the tool."
 		}
@@ -395,8 +403,8 @@ func describe(op contract.Operation, t ToolSpec) string {
 	}
 	b.WriteString("\n\n")
 	switch t.signing {
-	case signPayment, signPurchase:
-		b.WriteString("The tool signs the request with the agent's key under its mandate: give what to pay or buy, never an envelope or signature. ")
+	case signPayment, signPurchase, signFetch:
+		b.WriteString("The tool signs the request with the agent's key under its mandate: give what to pay, buy or fetch, never an envelope or signature. ")
 	case signSpend:
 		b.WriteString("The tool signs spend with the agent's key for this method: give payee and amount (and rail), never an envelope or signature. ")
 	}

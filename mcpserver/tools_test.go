@@ -129,6 +129,7 @@ func TestToolInputs(t *testing.T) {
 		{"pay_create", []string{"amount", "payee"}, []string{"envelope"}, signPayment, true, mandateNone},
 		{"commerce_buy", []string{"currency", "lines", "merchant", "rail"}, []string{"envelope"}, signPurchase, true, mandateNone},
 		{"commerce_quote", []string{"currency", "lines", "merchant", "rail"}, nil, signNone, false, mandateNone},
+		{"x402_fetch", []string{"maxAmount", "method", "url"}, []string{"envelope"}, signFetch, true, mandateNone},
 		{"hold_place", []string{"spend", "ttlSeconds"}, nil, signSpend, true, mandateNone},
 		{"memory_remember", []string{"body", "kind", "namespace", "subject", "validFrom"}, nil, signNone, true, mandateMemory},
 		{"memory_recall", []string{"namespace"}, nil, signNone, false, mandateMemory},

@@ -24,6 +24,7 @@ func ExampleDefinition() {
 	// webhook   7 operations  8 problem types 12 event kinds
 	// identity 10 operations 10 problem types 0 event kinds
 	// commerce  4 operations  8 problem types 0 event kinds
+	// x402      1 operations  5 problem types 0 event kinds
 	// memory    6 operations  8 problem types 0 event kinds
 	// protocol 64 operations 65 problem types 0 event kinds
 	// product   4 operations  0 problem types 0 event kinds
@@ -79,6 +80,7 @@ func ExampleModel() {
 	// POST /buy commerce.buy agent
 	// POST /commerce/merchants commerce.merchants.create operator
 	// GET /commerce/merchants commerce.merchants.list agent
+	// POST /x402/fetch x402.fetch agent
 	// POST /memory/remember memory.remember agent
 	// POST /memory/recall memory.recall agent
 	// POST /memory/assemble memory.assemble agent

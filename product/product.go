@@ -46,6 +46,7 @@ import (
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/protocol"
 	"github.com/countersign/countersign/webhook"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // Version is the version of the contract this release declares, served as
@@ -73,6 +74,7 @@ func Definition() contract.Definition {
 			webhook.Contract(),
 			identity.Contract(),
 			commerce.Contract(),
+			fetch.Contract(),
 			memory.Contract(),
 			protocol.Contract(),
 			served(),

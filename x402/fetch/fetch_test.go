@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -619,5 +620,53 @@ func TestRequestChecks(t *testing.T) {
 	}
 	if g.fake.Requests("/paid") != 0 {
 		t.Fatal("a refused URL was fetched")
+	}
+}
+
+func TestTransport(t *testing.T) {
+	f := newFixture(t, fixtureOptions{fake: &fakex402.Options{Resources: []fakex402.Resource{
+		{Path: "/paid", Body: []byte(`{"price":42}`)}, {Path: "/dear", Amount: "2000000"}}}})
+	c := &http.Client{Transport: f.svc.Transport(Agent{Caller: f.caller, Key: f.agent, Mandate: f.mandate,
+		MaxAmount: pay.Amount{Minor: 500, Currency: "USD"}, Purpose: "prices for the report"})}
+	get := func(path, key string) (*http.Response, string, error) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, f.srv.URL+path, nil)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b), nil
+	}
+	resp, body, err := get("/paid", "rt-1")
+	if err != nil || resp.StatusCode != 200 || body != `{"price":42}` || resp.Header.Get(HeaderIntent) == "" ||
+		resp.Header.Get(HeaderTransaction) != f.fake.Settlements()[0].Transaction {
+		t.Fatalf("paid: %v %+v %q", err, resp, body)
+	}
+	// The same key again: the same answer, nothing paid or asked again.
+	if again, body2, err := get("/paid", "rt-1"); err != nil || body2 != body || again.Header.Get(HeaderIntent) != resp.Header.Get(HeaderIntent) {
+		t.Fatalf("replay: %v %q", err, body2)
+	}
+	if len(f.fake.Settlements()) != 1 || f.fake.Requests("/paid") != 2 {
+		t.Fatalf("%d settlements, %d requests", len(f.fake.Settlements()), f.fake.Requests("/paid"))
+	}
+	// Not priced: relayed.
+	if resp, _, err := get("/nothing", ""); err != nil || resp.StatusCode != 404 || resp.Header.Get(HeaderIntent) != "" {
+		t.Fatalf("unpriced: %v %+v", err, resp)
+	}
+	// Held: an error carrying the hold; nothing signed.
+	_, _, err = get("/dear", "rt-2")
+	var oe *OutcomeError
+	if !errors.As(err, &oe) || oe.Result.Outcome != pay.OutcomeHeld || oe.Result.Held == nil || f.signed.Load() != 1 {
+		t.Fatalf("held: %v", err)
+	}
+	if _, err := f.approve(oe.Result.Held); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _, err := get("/dear", "rt-2"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after approval: %v", err)
 	}
 }
