@@ -23,12 +23,12 @@ import (
 // can never pass for a payment instruction's or a purchase's, and back.
 const Type = "svc-x402-fetch+jws"
 
-// Route is the idempotency namespace of fetches, and RailName the rail
-// they settle on (a mandate must list it).
-const (
-	Route    pay.Route = "x402"
-	RailName           = "x402"
-)
+// Route is the idempotency namespace of fetches.
+const Route pay.Route = "x402"
+
+// RailName is the rail fetches settle on: a mandate must list it.
+const RailName = "x402"
+
 
 // Limits of a request.
 const (
