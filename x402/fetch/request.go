@@ -29,7 +29,6 @@ const Route pay.Route = "x402"
 // RailName is the rail fetches settle on: a mandate must list it.
 const RailName = "x402"
 
-
 // Limits of a request.
 const (
 	MaxURLLen     = 2048
