@@ -37,6 +37,7 @@ Commands:
   doctor             check a data directory or a running server and print what to fix
   buy                quote or buy from a merchant (ACP or UCP) with an agent key
   fake-merchant      run a fake ACP or UCP merchant (tests and demos)
+  x402 fetch         fetch an HTTP resource through the gate, paying its x402 price with an agent key
   fake-x402          run a fake x402 resource server and facilitator (tests and demos)
   memory             remember, recall, assemble, verify offline; operator: mandate, forget, taint
   protocol           call a method of the protocol surface (hold.place, session.open, proof.get, ...)
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdProof(args[1:], stdout, stderr)
 	case "fake-merchant":
 		err = cmdFakeMerchant(ctx, args[1:], stdout, stderr)
+	case "x402":
+		err = cmdX402(ctx, args[1:], stdout, stderr)
 	case "fake-x402":
 		err = cmdFakeX402(ctx, args[1:], stdout, stderr)
 	case "loadtest":

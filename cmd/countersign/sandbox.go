@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/settle/fake"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // Sandbox files (DESIGN §11), in <data>/sandbox.
@@ -136,8 +137,9 @@ func provisionAgent(ctx context.Context, dir string, keys *auth.Keys, op crypto.
 			IssuedAt: now, ExpiresAt: now.Add(sandboxMandateValid),
 			Payees: []string{"*"}, Currency: "USD",
 			PerTxCapMinor: 50_000, PerPeriodCapMinor: 1_000_000, Period: gate.Day,
-			// acp and ucp are the sandbox merchants' rails (POST /buy).
-			Rails: []string{fake.SandboxCard, fake.SandboxBank, fake.SandboxChain, "acp", "ucp"},
+			// acp and ucp are the sandbox merchants' rails (POST /buy),
+			// x402 its fake x402 server's (POST /x402/fetch).
+			Rails: []string{fake.SandboxCard, fake.SandboxBank, fake.SandboxChain, "acp", "ucp", fetch.RailName},
 			// "Confirm above 10,000": thresholds are inclusive, so 10,001.
 			ConfirmAboveMinor: 10_001, IrreversibleConfirmAboveMinor: 10_001,
 		}, op, sandboxOperatorKID)
@@ -225,7 +227,7 @@ operators.jwks.json   the public operator keys the server trusts (JWK Set)
 agent.jwk.json        a sample agent's PRIVATE key; its agent id is the hex public key
 agent-credential.txt  the bearer credential issued to that agent
 mandate.jws           a mandate from that operator to that agent: USD, any payee,
-                      every sandbox rail and the acp and ucp merchant rails,
+                      every sandbox rail, the acp and ucp merchant rails and x402,
                       per-payment cap 50,000, 1,000,000 a day, payments above
                       10,000 wait for an operator's approval
 memory-mandate.jws    a memory mandate from that operator to that agent: every
@@ -255,6 +257,13 @@ Buy from the sandbox's fake merchants (sandbox-acp speaks ACP, sandbox-ucp UCP):
   go run ./cmd/countersign buy --url %[2]s \
       --agent-key %[1]s/agent.jwk.json --credential %[1]s/agent-credential.txt \
       --mandate %[1]s/mandate.jws --merchant sandbox-acp --rail acp --line sku-mug:2
+
+Pay the sandbox's fake x402 server for a resource (1 cent in USDC, signed with
+the wallet key in keys/x402-wallet.key; nothing touches a real chain):
+
+  go run ./cmd/countersign x402 fetch --url %[2]s \
+      --agent-key %[1]s/agent.jwk.json --credential %[1]s/agent-credential.txt \
+      --mandate %[1]s/mandate.jws --resource $(cat %[1]s/x402-url.txt)/paid --max-amount 5
 
 Remember a fact, recall it, check what you got, erase it:
 

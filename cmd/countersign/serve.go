@@ -77,6 +77,9 @@ type serveConfig struct {
 	memoryUntrusted     string
 	identityKey         string
 	protocolConfig      string
+	x402Wallet          string
+	x402Assets          string
+	x402MaxTimeout      time.Duration
 	operatorID          string
 	deniabilityBoundary string
 	systemPrompt        string
@@ -115,6 +118,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.merchants, "merchants", "", "JSON `file` listing the merchants agents may buy from: [{id, protocol (acp|ucp), baseUrl, apiKey, pspUrl, pspKey, profileUrl, signingKeys, paymentCredentials, readyWithoutErrors}] (the fields of POST /commerce/merchants); sandbox mode also starts and registers sandbox-acp and sandbox-ucp")
 	fs.StringVar(&c.memoryUntrusted, "memory-untrusted-sources", "", "comma-separated source `kinds` (agent, tool, url, operator, record) whose memory records are tainted when written (default: none; an operator can mark single sources with POST /memory/taint)")
 	fs.StringVar(&c.protocolConfig, "protocol-config", "", "JSON `file` of the protocol surface's evidence keys (witnesses, receipts, attesters: name → 64-hex Ed25519 public key; logs: origin → note verifier key) and insurance schedule (payee, rateBps, minPremiumMinor, maxLimitMinor); default: no evidence keys, 3 % premiums")
+	fs.StringVar(&c.x402Wallet, "x402-wallet-key", "", "`file` holding the secp256k1 private key (hex, mode 0600) that signs x402 payments (EIP-3009 authorizations); sandbox default <data>/keys/x402-wallet.key, generated if missing; without it in production, no x402 resource is paid")
+	fs.StringVar(&c.x402Assets, "x402-assets", "", "JSON `file` of the tokens x402 payments may use: [{network (CAIP-2), address, name and version (the token's EIP-712 domain), decimals, currency (ISO 4217 a whole token is worth one of), minorDigits}]; sandbox default USDC on Base Sepolia, as the sandbox's fake x402 server offers it")
+	fs.DurationVar(&c.x402MaxTimeout, "x402-max-timeout", 5*time.Minute, "the longest an x402 offer's maxTimeoutSeconds may be, and so how long a signed authorization stays valid after a kill switch")
 	fs.StringVar(&c.identityKey, "identity-key", "", "the deployment's ADP identity key `file` (Ed25519 JWK); default <data>/keys/identity.jwk.json, generated on first start")
 	fs.StringVar(&c.operatorID, "operator-id", "", "the deploying party's stable id, disclosed as operator.operatorId (default sandbox-operator in sandbox mode; required with --production)")
 	fs.StringVar(&c.deniabilityBoundary, "deniability-boundary", "", "what the operator is and is not accountable for, disclosed as operator.deniabilityBoundary (default: the boundary this software enforces)")
@@ -288,6 +294,7 @@ type server struct {
 	store   store.Store
 	node    *countersign.Node
 	shops   *sandboxMerchants
+	fake402 *http.Server // the sandbox's fake x402 server; nil in production
 	http    *http.Server
 	metrics *metrics.Metrics // nil without --metrics-addr
 	aux     []*auxServer     // the operator's listeners: metrics, pprof
@@ -416,6 +423,15 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	if opts.Identity, err = identityOptions(cfg); err != nil {
 		return nil, err
 	}
+	var fake402 *http.Server
+	if opts.X402, fake402, err = x402Options(ctx, cfg, logger); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && fake402 != nil {
+			_ = fake402.Close()
+		}
+	}()
 
 	node, err := countersign.Open(ctx, st, opts)
 	if err != nil {
@@ -449,6 +465,7 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 		store:   st,
 		node:    node,
 		shops:   sandboxShops,
+		fake402: fake402,
 		metrics: m,
 		http: &http.Server{
 			Handler:           node.Handler(),
@@ -560,6 +577,9 @@ func (s *server) close() {
 	}
 	cancel()
 	s.shops.close()
+	if s.fake402 != nil {
+		_ = s.fake402.Close()
+	}
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing store", slog.Any("error", err))
 	}
