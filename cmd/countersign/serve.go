@@ -80,6 +80,7 @@ type serveConfig struct {
 	x402Wallet          string
 	x402Assets          string
 	x402MaxTimeout      time.Duration
+	x402FakeChain       string
 	operatorID          string
 	deniabilityBoundary string
 	systemPrompt        string
@@ -120,6 +121,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.protocolConfig, "protocol-config", "", "JSON `file` of the protocol surface's evidence keys (witnesses, receipts, attesters: name → 64-hex Ed25519 public key; logs: origin → note verifier key) and insurance schedule (payee, rateBps, minPremiumMinor, maxLimitMinor); default: no evidence keys, 3 % premiums")
 	fs.StringVar(&c.x402Wallet, "x402-wallet-key", "", "`file` holding the secp256k1 private key (hex, mode 0600) that signs x402 payments (EIP-3009 authorizations); sandbox default <data>/keys/x402-wallet.key, generated if missing; without it in production, no x402 resource is paid")
 	fs.StringVar(&c.x402Assets, "x402-assets", "", "JSON `file` of the tokens x402 payments may use: [{network (CAIP-2), address, name and version (the token's EIP-712 domain), decimals, currency (ISO 4217 a whole token is worth one of), minorDigits}]; sandbox default USDC on Base Sepolia, as the sandbox's fake x402 server offers it")
+	fs.StringVar(&c.x402FakeChain, "x402-fake-chain", "", "base `URL` of a fake x402 server (countersign fake-x402) whose chain state says whether an expired x402 authorization was used (tests and demos; default in sandbox mode: the sandbox's own fake x402 server; no chain reader otherwise, and such a payment waits on the operator's settling list)")
 	fs.DurationVar(&c.x402MaxTimeout, "x402-max-timeout", 5*time.Minute, "the longest an x402 offer's maxTimeoutSeconds may be, and so how long a signed authorization stays valid after a kill switch")
 	fs.StringVar(&c.identityKey, "identity-key", "", "the deployment's ADP identity key `file` (Ed25519 JWK); default <data>/keys/identity.jwk.json, generated on first start")
 	fs.StringVar(&c.operatorID, "operator-id", "", "the deploying party's stable id, disclosed as operator.operatorId (default sandbox-operator in sandbox mode; required with --production)")

@@ -137,6 +137,11 @@ func x402Options(ctx context.Context, cfg serveConfig, logger *slog.Logger) (cou
 		return o, nil, err
 	}
 	o.MaxTimeout = cfg.x402MaxTimeout
+	if cfg.x402FakeChain != "" {
+		// A fake's chain is its own: it knows only the payments made to
+		// that fake, so it answers for them alone.
+		o.Chain = &fakex402.ChainClient{BaseURL: strings.TrimRight(cfg.x402FakeChain, "/")}
+	}
 	if cfg.production {
 		return o, nil, nil
 	}
@@ -147,11 +152,17 @@ func x402Options(ctx context.Context, cfg serveConfig, logger *slog.Logger) (cou
 	if err != nil {
 		return o, nil, fmt.Errorf("sandbox x402 server: %w", err)
 	}
-	fake := fakex402.New(nil)
+	// One path per scenario at one cent, and /premium at 150 USDC: above
+	// the sandbox mandate's confirmation threshold, so it waits for an
+	// operator.
+	fake := fakex402.New(&fakex402.Options{Resources: append(fakex402.DefaultResources(),
+		fakex402.Resource{Path: "/premium", Amount: "150000000", Description: "a premium report"})})
 	srv := &http.Server{Handler: fake.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() { _ = srv.Serve(ln) }()
-	o.Chain = fake
+	if o.Chain == nil {
+		o.Chain = fake
+	}
 	base := "http://" + ln.Addr().String()
 	if err := writePublicFile(filepath.Join(cfg.data, sandboxDirName, x402URLFile), []byte(base+"\n")); err != nil {
 		_ = srv.Close()
