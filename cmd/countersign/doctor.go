@@ -30,6 +30,7 @@ import (
 	"github.com/countersign/countersign/operator"
 	"github.com/countersign/countersign/store/pebblestore"
 	"github.com/countersign/countersign/webhook"
+	"github.com/countersign/countersign/x402/evm"
 )
 
 const doctorSynopsis = `doctor [--data DIR] [--url URL [--key record.pub] [--credential FILE]] [--record-key FILE] [--json]
@@ -219,6 +220,7 @@ const (
 	kindPrivateJWK  fileKind = iota // a private JWK (record, identity, operator, agent key)
 	kindCredential                  // an agent bearer credential
 	kindSealKey                     // 32 random bytes, base64url
+	kindWalletKey                   // the x402 wallet: a secp256k1 key in hex
 	kindSecret                      // an unknown file in keys/: treated as secret
 	kindOperatorSet                 // public JWK Set of operator keys
 	kindVerifierKey                 // record.pub
@@ -258,6 +260,8 @@ func keyFiles(dir, recordKeyPath string) []knownFile {
 				add(path, rel, "ADP identity key", kindPrivateJWK)
 			case sub == "keys" && n == "webhook-seal.key":
 				add(path, rel, "seal key of webhook secrets and merchant credentials", kindSealKey)
+			case sub == "keys" && n == x402WalletFile:
+				add(path, rel, "x402 wallet key", kindWalletKey)
 			case strings.HasSuffix(n, ".jwk.json"):
 				what := "private key"
 				switch n {
@@ -381,6 +385,16 @@ func parseKeyFile(f knownFile) (string, error) {
 			return "", fmt.Errorf("want %d bytes in base64url", webhook.SealKeySize)
 		}
 		return fmt.Sprintf("parses (%d bytes)", len(key)), nil
+	case kindWalletKey:
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return "", err
+		}
+		k, err := evm.ParseKey(strings.TrimSpace(string(b)))
+		if err != nil {
+			return "", errors.New("not a secp256k1 private key in hex")
+		}
+		return "parses (address " + k.Address().String() + ")", nil
 	case kindOperatorSet:
 		keys, err := operator.ReadKeySet(f.path)
 		if err != nil {
