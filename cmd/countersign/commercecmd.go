@@ -20,7 +20,6 @@ import (
 	"github.com/countersign/countersign/commerce/fakemerchant"
 	"github.com/countersign/countersign/commerce/ucp"
 	"github.com/countersign/countersign/gate"
-	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/netguard"
 	"github.com/countersign/countersign/pay"
 )
@@ -210,10 +209,7 @@ and continue link). Exits 0 for 200 and 202, 1 otherwise.`
 
 func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("buy", buySynopsis, stderr)
-	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`")
-	agentKey := fs.String("agent-key", "", "agent private key `file` (JWK)")
-	credFile := fs.String("credential", "", "agent credential `file`")
-	mandateFile := fs.String("mandate", "", "mandate `file` (compact JWS)")
+	af := addAgentFlags(fs)
 	merchant := fs.String("merchant", "sandbox-acp", "merchant registry id")
 	railName := fs.String("rail", "acp", "acp or ucp: the merchant's protocol")
 	currency := fs.String("currency", "USD", "ISO 4217 code")
@@ -225,7 +221,7 @@ func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	if *credFile == "" || *lines == "" || (!*quoteOnly && (*agentKey == "" || *mandateFile == "")) {
+	if *af.credFile == "" || *lines == "" || (!*quoteOnly && !af.signing()) {
 		fmt.Fprintln(stderr, "buy: --credential and --line are required, and to buy --agent-key and --mandate")
 		fs.Usage()
 		return errUsage
@@ -241,18 +237,14 @@ func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		ls = append(ls, cart.LineRequest{ID: sku, Quantity: n})
 	}
-	cred, err := os.ReadFile(*credFile)
+	authz, err := af.authorization()
 	if err != nil {
 		return err
 	}
 	q := commerce.QuoteRequest{Rail: *railName, Merchant: *merchant, Currency: *currency, Lines: ls}
 	path, idem, body := "/quote", "", any(q)
 	if !*quoteOnly {
-		priv, _, err := keyfile.ReadEd25519(*agentKey)
-		if err != nil {
-			return err
-		}
-		mandate, err := os.ReadFile(*mandateFile)
+		agent, _, err := af.load()
 		if err != nil {
 			return err
 		}
@@ -261,7 +253,6 @@ func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		// The terms of a merchant rail (irreversible, instant) and the
 		// envelope are filled as every client of this repository fills them.
-		agent := &agentclient.Agent{Key: priv, Mandate: strings.TrimSpace(string(mandate))}
 		p := commerce.PurchaseRequest{QuoteRequest: q, CartID: *cartID, IdempotencyKey: *key, Purpose: *purpose,
 			Terms: pay.Terms{Rail: *railName, Credential: gate.CredentialAPIKey}}
 		if err := agent.SignPurchase(&p, ""); err != nil {
@@ -273,7 +264,7 @@ func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	status, out, err := postJSON(ctx, strings.TrimRight(*base, "/")+path, "Bearer "+strings.TrimSpace(string(cred)), idem, raw)
+	status, out, err := postJSON(ctx, af.url(path), authz, idem, raw)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,10 +28,7 @@ answer instead of paying twice.`
 
 func cmdPay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("pay", paySynopsis, stderr)
-	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`")
-	agentKey := fs.String("agent-key", "", "agent private key `file` (JWK)")
-	credFile := fs.String("credential", "", "agent credential `file`")
-	mandateFile := fs.String("mandate", "", "mandate `file` (compact JWS)")
+	af := addAgentFlags(fs)
 	payee := fs.String("payee", "", "payee reference, e.g. acct:seller.example")
 	amount := fs.Int64("amount", 0, "amount in minor units (1250 is 12.50 USD)")
 	currency := fs.String("currency", "USD", "ISO 4217 code or CAIP-19 asset id")
@@ -44,20 +42,12 @@ func cmdPay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
-	if *agentKey == "" || *credFile == "" || *mandateFile == "" || *payee == "" || *amount <= 0 {
+	if !af.signing() || *payee == "" || *amount <= 0 {
 		fmt.Fprintln(stderr, "pay: --agent-key, --credential, --mandate, --payee and a positive --amount are required")
 		fs.Usage()
 		return errUsage
 	}
-	priv, _, err := keyfile.ReadEd25519(*agentKey)
-	if err != nil {
-		return err
-	}
-	cred, err := os.ReadFile(*credFile)
-	if err != nil {
-		return err
-	}
-	mandate, err := os.ReadFile(*mandateFile)
+	agent, cred, err := af.load()
 	if err != nil {
 		return err
 	}
@@ -66,7 +56,6 @@ func cmdPay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// Terms left empty are the rail's facts (agentclient.FillTerms), as
 	// every client of this repository fills them.
-	agent := &agentclient.Agent{Key: priv, Mandate: strings.TrimSpace(string(mandate))}
 	in := &pay.Instruction{
 		IdempotencyKey: *key, Payee: *payee,
 		Amount:  pay.Amount{Minor: *amount, Currency: *currency},
@@ -81,7 +70,7 @@ func cmdPay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	status, out, err := postJSON(ctx, strings.TrimRight(*base, "/")+"/pay", "Bearer "+strings.TrimSpace(string(cred)), *key, body)
+	status, out, err := postJSON(ctx, af.url("/pay"), cred, *key, body)
 	if err != nil {
 		return err
 	}
@@ -115,4 +104,53 @@ func postJSON(ctx context.Context, u, authz, idemKey string, body []byte) (int, 
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, out, err
+}
+
+// agentFlags are the flags of a command that signs as an agent and sends
+// the request with the agent's credential: pay, buy, x402 fetch.
+type agentFlags struct {
+	base, agentKey, credFile, mandateFile *string
+}
+
+func addAgentFlags(fs *flag.FlagSet) agentFlags {
+	return agentFlags{
+		base:        fs.String("url", "http://127.0.0.1:8080", "server base `URL`"),
+		agentKey:    fs.String("agent-key", "", "agent private key `file` (JWK)"),
+		credFile:    fs.String("credential", "", "agent credential `file`"),
+		mandateFile: fs.String("mandate", "", "mandate `file` (compact JWS)"),
+	}
+}
+
+// signing reports whether every flag a signed request needs is set.
+func (f agentFlags) signing() bool {
+	return *f.agentKey != "" && *f.credFile != "" && *f.mandateFile != ""
+}
+
+func (f agentFlags) url(path string) string { return strings.TrimRight(*f.base, "/") + path }
+
+// authorization reads the credential as an Authorization header value.
+func (f agentFlags) authorization() (string, error) {
+	cred, err := os.ReadFile(*f.credFile)
+	if err != nil {
+		return "", err
+	}
+	return "Bearer " + strings.TrimSpace(string(cred)), nil
+}
+
+// load reads the agent's key, its mandate and its credential (as an
+// Authorization header value).
+func (f agentFlags) load() (*agentclient.Agent, string, error) {
+	priv, _, err := keyfile.ReadEd25519(*f.agentKey)
+	if err != nil {
+		return nil, "", err
+	}
+	mandate, err := os.ReadFile(*f.mandateFile)
+	if err != nil {
+		return nil, "", err
+	}
+	authz, err := f.authorization()
+	if err != nil {
+		return nil, "", err
+	}
+	return &agentclient.Agent{Key: priv, Mandate: strings.TrimSpace(string(mandate))}, authz, nil
 }

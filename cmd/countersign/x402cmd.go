@@ -17,7 +17,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/agentclient"
-	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/pay"
 	"github.com/countersign/countersign/x402"
 	"github.com/countersign/countersign/x402/evm"
@@ -203,10 +202,7 @@ func cmdX402(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 	fs := newFlagSet("x402 fetch", x402FetchSynopsis, stderr)
-	base := fs.String("url", "http://127.0.0.1:8080", "server base `URL`")
-	agentKey := fs.String("agent-key", "", "agent private key `file` (JWK)")
-	credFile := fs.String("credential", "", "agent credential `file`")
-	mandateFile := fs.String("mandate", "", "mandate `file` (compact JWS)")
+	af := addAgentFlags(fs)
 	resource := fs.String("resource", "", "the resource's `URL`")
 	method := fs.String("method", "GET", "HTTP `method` of the request")
 	data := fs.String("data", "", "request body; @`file` reads it from a file")
@@ -220,7 +216,7 @@ func cmdX402(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args[1:], false); err != nil {
 		return err
 	}
-	if *credFile == "" || *agentKey == "" || *mandateFile == "" || *resource == "" || *maxAmount <= 0 {
+	if !af.signing() || *resource == "" || *maxAmount <= 0 {
 		fmt.Fprintln(stderr, "x402 fetch: --credential, --agent-key, --mandate, --resource and --max-amount are required")
 		fs.Usage()
 		return errUsage
@@ -235,15 +231,7 @@ func cmdX402(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else if *data != "" {
 		body = []byte(*data)
 	}
-	cred, err := os.ReadFile(*credFile)
-	if err != nil {
-		return err
-	}
-	priv, _, err := keyfile.ReadEd25519(*agentKey)
-	if err != nil {
-		return err
-	}
-	mandate, err := os.ReadFile(*mandateFile)
+	agent, authz, err := af.load()
 	if err != nil {
 		return err
 	}
@@ -256,7 +244,6 @@ func cmdX402(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		r.Headers = headers
 	}
 	r.SetBody(body)
-	agent := &agentclient.Agent{Key: priv, Mandate: strings.TrimSpace(string(mandate))}
 	if err := agent.SignFetch(&r, ""); err != nil {
 		return err
 	}
@@ -264,7 +251,7 @@ func cmdX402(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	status, out, err := postJSON(ctx, strings.TrimRight(*base, "/")+"/x402/fetch", "Bearer "+strings.TrimSpace(string(cred)), *key, raw)
+	status, out, err := postJSON(ctx, af.url("/x402/fetch"), authz, *key, raw)
 	if err != nil {
 		return err
 	}
