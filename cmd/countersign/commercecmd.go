@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,17 +36,11 @@ func openMerchants(ctx context.Context, path string, client *http.Client, urls n
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--merchants: %w", err)
-	}
 	// Each entry is a commerce.MerchantSpec: a merchant this deployment may
 	// buy from. The server calls nothing else.
 	var files []merchantFile
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&files); err != nil {
-		return nil, fmt.Errorf("--merchants %s: %w", path, err)
+	if err := readStrictJSON("--merchants", path, &files); err != nil {
+		return nil, err
 	}
 	var out []commerce.MerchantConfig
 	for _, f := range files {
@@ -271,6 +266,22 @@ func cmdBuy(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	printStatus(stdout, status, out)
 	if status != http.StatusOK && status != http.StatusAccepted {
 		return fmt.Errorf("%s not accepted (HTTP %d)", strings.TrimPrefix(path, "/"), status)
+	}
+	return nil
+}
+
+// readStrictJSON decodes the JSON file path named by flag into v, refusing
+// members v does not have: a typo in a configuration file is an error,
+// never a setting silently left out.
+func readStrictJSON(flag, path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	return nil
 }

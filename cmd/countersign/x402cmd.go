@@ -98,15 +98,9 @@ func readAssets(path string) ([]x402.Asset, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--x402-assets: %w", err)
-	}
 	var in []assetFile
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return nil, fmt.Errorf("--x402-assets %s: %w (want [{network, address, name, version, decimals, currency, minorDigits}])", path, err)
+	if err := readStrictJSON("--x402-assets", path, &in); err != nil {
+		return nil, fmt.Errorf("%w (want [{network, address, name, version, decimals, currency, minorDigits}])", err)
 	}
 	out := make([]x402.Asset, 0, len(in))
 	for i, a := range in {

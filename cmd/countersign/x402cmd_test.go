@@ -112,3 +112,31 @@ func TestLoadWalletRefusesOpenFiles(t *testing.T) {
 		t.Fatalf("production without a key: %v %v", k, err)
 	}
 }
+
+func TestReadAssets(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := filepath.Join(dir, "a.json")
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := `[{"network":"eip155:84532","address":"0x036CbD53842c5426634e7929541eC2318f3dCF7e","name":"USDC","version":"2","decimals":6,"currency":"USD","minorDigits":2}]`
+	as, err := readAssets(write(good))
+	if err != nil || len(as) != 1 || as[0] != sandboxAsset() {
+		t.Fatalf("%v %+v", err, as)
+	}
+	for _, bad := range []string{
+		strings.Replace(good, `"decimals"`, `"decimal"`, 1),                       // a typo is an error
+		strings.Replace(good, `0x036C`, `0x036G`, 1),                              // not an address
+		strings.Replace(good, `"version":"2"`, `"version":""`, 1),                 // the domain is pinned
+		strings.Replace(good, `"currency":"USD"`, `"currency":"usd"`, 1),          // ISO 4217
+		strings.Replace(good, `"network":"eip155:84532"`, `"network":"solana"`, 1), // EVM only
+		`[` + good[1:len(good)-1] + `,` + good[1:],                                // the same asset twice
+	} {
+		if _, err := readAssets(write(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
