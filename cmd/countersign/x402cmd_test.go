@@ -128,12 +128,12 @@ func TestReadAssets(t *testing.T) {
 		t.Fatalf("%v %+v", err, as)
 	}
 	for _, bad := range []string{
-		strings.Replace(good, `"decimals"`, `"decimal"`, 1),                       // a typo is an error
-		strings.Replace(good, `0x036C`, `0x036G`, 1),                              // not an address
-		strings.Replace(good, `"version":"2"`, `"version":""`, 1),                 // the domain is pinned
-		strings.Replace(good, `"currency":"USD"`, `"currency":"usd"`, 1),          // ISO 4217
+		strings.Replace(good, `"decimals"`, `"decimal"`, 1),                        // a typo is an error
+		strings.Replace(good, `0x036C`, `0x036G`, 1),                               // not an address
+		strings.Replace(good, `"version":"2"`, `"version":""`, 1),                  // the domain is pinned
+		strings.Replace(good, `"currency":"USD"`, `"currency":"usd"`, 1),           // ISO 4217
 		strings.Replace(good, `"network":"eip155:84532"`, `"network":"solana"`, 1), // EVM only
-		`[` + good[1:len(good)-1] + `,` + good[1:],                                // the same asset twice
+		`[` + good[1:len(good)-1] + `,` + good[1:],                                 // the same asset twice
 	} {
 		if _, err := readAssets(write(bad)); err == nil {
 			t.Errorf("accepted %s", bad)
