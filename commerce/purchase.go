@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/gowebpki/jcs"
@@ -77,38 +76,15 @@ func SigningBytes(p *PurchaseRequest) ([]byte, error) {
 // SignPurchase signs p with the agent's key: it sets envelope.agent (when
 // empty) and envelope.signature.
 func SignPurchase(p *PurchaseRequest, agentKey ed25519.PrivateKey) error {
-	if len(agentKey) != ed25519.PrivateKeySize {
-		return errors.New("commerce: sign purchase: not an Ed25519 private key")
-	}
-	agent := hex.EncodeToString(agentKey.Public().(ed25519.PublicKey))
-	switch p.Envelope.Agent {
-	case "":
-		p.Envelope.Agent = agent
-	case agent:
-	default:
-		return errors.New("commerce: sign purchase: envelope.agent is not the public key of agentKey")
-	}
-	b, err := SigningBytes(p)
-	if err != nil {
-		return err
-	}
-	sig, err := pay.SignDetached(agentKey, PurchaseType, b)
-	if err != nil {
+	if err := pay.SignEnvelope(&p.Envelope, agentKey, PurchaseType, func() ([]byte, error) { return SigningBytes(p) }); err != nil {
 		return fmt.Errorf("commerce: sign purchase: %w", err)
 	}
-	p.Envelope.Signature = sig
 	return nil
 }
 
-// digest is the idempotency digest of a purchase as the agent sent it:
-// its signing bytes (the canonical request) and its signature, so one
-// canonicalisation serves the signature check and idempotency.
+// digest is the idempotency digest of a purchase as the agent sent it.
 func digest(signed []byte, p *PurchaseRequest) string {
-	h := sha256.New()
-	h.Write(signed)
-	h.Write([]byte{0})
-	h.Write([]byte(p.Envelope.Signature))
-	return hex.EncodeToString(h.Sum(nil))
+	return pay.SignedDigest(signed, p.Envelope.Signature)
 }
 
 // cartDigest commits to a priced cart as read, for the record: the

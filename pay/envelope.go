@@ -3,6 +3,7 @@ package pay
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -293,6 +294,47 @@ func SignDetached(agentKey ed25519.PrivateKey, typ string, payload []byte) (stri
 		return "", err
 	}
 	return string(sig), nil
+}
+
+// SignEnvelope signs, as the agent of agentKey, a request other than an
+// instruction that carries env (a purchase, an x402 fetch): it sets
+// env.Agent (when empty; otherwise it must be agentKey's), then signs with
+// typ the bytes signing returns (computed after the agent is set, since
+// they cover it) and sets env.Signature.
+func SignEnvelope(env *Envelope, agentKey ed25519.PrivateKey, typ string, signing func() ([]byte, error)) error {
+	if len(agentKey) != ed25519.PrivateKeySize {
+		return errors.New("not an Ed25519 private key")
+	}
+	agent := hex.EncodeToString(agentKey.Public().(ed25519.PublicKey))
+	switch env.Agent {
+	case "":
+		env.Agent = agent
+	case agent:
+	default:
+		return errors.New("envelope.agent is not the public key of agentKey")
+	}
+	b, err := signing()
+	if err != nil {
+		return err
+	}
+	sig, err := SignDetached(agentKey, typ, b)
+	if err != nil {
+		return err
+	}
+	env.Signature = sig
+	return nil
+}
+
+// SignedDigest is the idempotency digest of a request signed with
+// [SignEnvelope], as the agent sent it: its signing bytes and its
+// signature, so one canonicalisation serves the signature check and
+// idempotency (the Digest of [Signed]).
+func SignedDigest(signed []byte, signature string) string {
+	h := sha256.New()
+	h.Write(signed)
+	h.Write([]byte{0})
+	h.Write([]byte(signature))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // VerifyInstruction checks the intent signature: envelope.signature must be

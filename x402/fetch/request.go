@@ -4,9 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -109,38 +107,15 @@ func (r *Request) SetBody(body []byte) {
 // Sign signs r with the agent's key: it sets envelope.agent (when empty)
 // and envelope.signature.
 func Sign(r *Request, agentKey ed25519.PrivateKey) error {
-	if len(agentKey) != ed25519.PrivateKeySize {
-		return errors.New("x402 fetch: sign: not an Ed25519 private key")
-	}
-	agent := hex.EncodeToString(agentKey.Public().(ed25519.PublicKey))
-	switch r.Envelope.Agent {
-	case "":
-		r.Envelope.Agent = agent
-	case agent:
-	default:
-		return errors.New("x402 fetch: sign: envelope.agent is not the public key of agentKey")
-	}
-	b, err := SigningBytes(r)
-	if err != nil {
-		return err
-	}
-	sig, err := pay.SignDetached(agentKey, Type, b)
-	if err != nil {
+	if err := pay.SignEnvelope(&r.Envelope, agentKey, Type, func() ([]byte, error) { return SigningBytes(r) }); err != nil {
 		return fmt.Errorf("x402 fetch: sign: %w", err)
 	}
-	r.Envelope.Signature = sig
 	return nil
 }
 
-// digest is the idempotency digest of a fetch as the agent sent it: its
-// signing bytes and its signature (the body is bound by bodyDigest).
-func digest(signed []byte, r *Request) string {
-	h := sha256.New()
-	h.Write(signed)
-	h.Write([]byte{0})
-	h.Write([]byte(r.Envelope.Signature))
-	return hex.EncodeToString(h.Sum(nil))
-}
+// digest is the idempotency digest of a fetch as the agent sent it (the
+// body is bound by bodyDigest).
+func digest(signed []byte, r *Request) string { return pay.SignedDigest(signed, r.Envelope.Signature) }
 
 // forbiddenHeaders are set by the server or the transport, or would make
 // one request two: never taken from the agent.
