@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/gate"
@@ -177,4 +179,24 @@ func ExampleInstruction_GateInput() {
 	d := gate.Decide(gi)
 	fmt.Println(d.Outcome, d.MandateID, d.Reasons[0].Code)
 	// Output: confirm mdt_01JDEMO confirm_threshold
+}
+
+// A request that is not an instruction (here a made-up "quote request")
+// is signed over its own canonical bytes, which cover envelope.agent, with
+// a typ of its own; SignedDigest is its idempotency digest.
+func ExampleSignEnvelope() {
+	_, agentKey, _ := ed25519.GenerateKey(nil)
+	type request struct {
+		Item     string       `json:"item"`
+		Envelope pay.Envelope `json:"envelope"`
+	}
+	r := request{Item: "one report", Envelope: pay.Envelope{Mandate: "<mandate>"}}
+	var signed []byte
+	err := pay.SignEnvelope(&r.Envelope, agentKey, "example-request+jws", func() ([]byte, error) {
+		var err error
+		signed, err = json.Marshal(map[string]string{"item": r.Item, "agent": r.Envelope.Agent})
+		return signed, err
+	})
+	fmt.Println(err, len(r.Envelope.Agent), strings.Count(r.Envelope.Signature, "."), len(pay.SignedDigest(signed, r.Envelope.Signature)))
+	// Output: <nil> 64 2 64
 }
