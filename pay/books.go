@@ -50,13 +50,15 @@ func (b *Books) CheckSigned(ctx context.Context, route Route, c Caller, env Enve
 
 // Prior answers a request made again: the outcome stored under c's
 // idempotencyKey on route, when that key has one (Result.Replayed set).
-// found is false for a key never used, and for one whose first request is
-// still held, deciding or settling: [Books.Authorize] then answers (in
-// flight, or the first request's decision resumed). A key used with
-// another digest is ErrIdempotencyConflict. It lets an extension skip
-// work outside (a request to a merchant or a resource) that a replay
-// does not need.
-func (b *Books) Prior(ctx context.Context, route Route, c Caller, idempotencyKey, digest string) (res *Result, found bool, err error) {
+// For a key whose first request is still held, deciding or settling, res
+// is nil and intentID names its intent: [Books.Authorize] with the same
+// request then answers (in flight, or the first request's settlement
+// resumed), whatever the instruction says of payee and amount. Both are
+// empty for a key never used. A key used with another digest is
+// ErrIdempotencyConflict. It lets an extension skip work outside (a
+// request to a merchant or a resource) that a repeated request does not
+// need, and must not redo while the first one's outcome is unknown.
+func (b *Books) Prior(ctx context.Context, route Route, c Caller, idempotencyKey, digest string) (res *Result, intentID string, err error) {
 	err = b.s.st.View(ctx, func(r store.Reader) error {
 		rec, err := getIdem(r, route, c.KeyID, idempotencyKey)
 		if err != nil || rec == nil {
@@ -65,19 +67,20 @@ func (b *Books) Prior(ctx context.Context, route Route, c Caller, idempotencyKey
 		if rec.Digest != digest {
 			return ErrIdempotencyConflict
 		}
+		intentID = rec.IntentID
 		var cur *Intent
 		if rec.State != idemFinal || rec.Result == nil {
 			if cur, err = getIntent(r, rec.IntentID); err != nil {
 				return err
 			}
 		}
-		res, found = replayOf(rec, cur)
+		res, _ = replayOf(rec, cur)
 		return nil
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
-	return res, found, nil
+	return res, intentID, nil
 }
 
 // Capture settles part or all of an authorized hold of the caller's agent

@@ -457,8 +457,13 @@ func TestSettleThenDrop(t *testing.T) {
 			if _, err := f.fetch(r); !errors.Is(err, pay.ErrRailUnavailable) {
 				t.Fatalf("first answer lost: %v", err)
 			}
-			// The retry resends the same header.
+			// The retry resends the same header, and asks the resource
+			// nothing unpaid: its answer could be relayed while the payment's
+			// outcome is unknown.
 			res, err := f.fetch(r)
+			if n := f.fake.Requests("/drop"); n != 3 {
+				t.Fatalf("%d requests after the retry, want the unpaid one and two copies of the payment", n)
+			}
 			if replay {
 				if err != nil || res.Outcome != pay.OutcomeSettled || !res.Fetched.Delivered {
 					t.Fatalf("resend answered: %v %+v", err, res)
@@ -507,8 +512,8 @@ func TestExpiryResolvedByChain(t *testing.T) {
 			if _, err := f.fetch(r); !errors.Is(err, pay.ErrRailUnavailable) {
 				t.Fatalf("first: %v", err)
 			}
-			res, found, err := f.svc.books.Prior(t.Context(), Route, f.caller, r.IdempotencyKey, digest(mustSigning(t, &r), &r))
-			if err != nil || found {
+			res, pending, err := f.svc.books.Prior(t.Context(), Route, f.caller, r.IdempotencyKey, digest(mustSigning(t, &r), &r))
+			if err != nil || res != nil || pending == "" {
 				t.Fatalf("settling has no outcome yet: %v %+v", err, res)
 			}
 			f.advance(DefaultMaxTimeout + DefaultFinality + time.Minute)

@@ -322,11 +322,17 @@ func (s *Service) Fetch(ctx context.Context, c pay.Caller, r Request, headerKey,
 		return nil, err
 	}
 	// A request made again answers from what the first one came to: its
-	// resource is not asked again.
-	if prior, found, err := books.Prior(ctx, Route, c, r.IdempotencyKey, dig); err != nil {
+	// resource is not asked again. One whose payment is still settling
+	// resumes it: asking the resource again could relay an unpaid answer
+	// while the first payment's outcome is unknown.
+	prior, pending, err := books.Prior(ctx, Route, c, r.IdempotencyKey, dig)
+	switch {
+	case err != nil:
 		return nil, err
-	} else if found {
+	case prior != nil:
 		return s.answer(ctx, prior)
+	case pending != "":
+		return s.resume(ctx, books, c, &r, signed, dig, pending, headerKey, requestID)
 	}
 	if _, err := s.urls.CheckURL(r.URL); err != nil {
 		return nil, &InvalidURLError{err}
@@ -365,6 +371,29 @@ func (s *Service) Fetch(ctx context.Context, c pay.Caller, r Request, headerKey,
 		Requirements: choice.Requirements, Minor: choice.Minor, PayTo: choice.PayTo}
 	res, err := books.Authorize(ctx, Route, c, in, pay.Signed{Type: Type, Bytes: signed, Digest: dig,
 		Metadata: metadata(rec, choice), OnDecided: rec.keep(s.now)}, headerKey, requestID)
+	if err != nil {
+		return nil, err
+	}
+	return s.answer(ctx, res)
+}
+
+// resume sends a fetch whose intent exists and has no outcome yet back
+// through the money path, as the intent has it: the money path finds the
+// idempotency record and resumes (or answers that it is in flight), and
+// nothing is asked of the resource here.
+func (s *Service) resume(ctx context.Context, books *pay.Books, c pay.Caller, r *Request, signed []byte, dig, intentID, headerKey, requestID string) (*Result, error) {
+	var in *pay.Intent
+	err := s.st.View(ctx, func(rd store.Reader) error {
+		var err error
+		in, err = books.Intent(rd, intentID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("x402 fetch: intent %s: %w", intentID, err)
+	}
+	res, err := books.Authorize(ctx, Route, c, &pay.Instruction{IdempotencyKey: r.IdempotencyKey, Payee: in.Payee,
+		Amount: in.Amount, Purpose: r.Purpose, Terms: r.Terms, Envelope: r.Envelope},
+		pay.Signed{Type: Type, Bytes: signed, Digest: dig}, headerKey, requestID)
 	if err != nil {
 		return nil, err
 	}
