@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign/agentclient"
 	"github.com/countersign/countersign/pay"
+	"github.com/countersign/countersign/x402/fetch"
 )
 
 // fakeCountersign is a small stand-in for the server: /pay settles below
@@ -26,6 +28,7 @@ type fakeCountersign struct {
 	intents map[string]string // id → status
 	paid    int
 	headers []http.Header
+	fetches []fetch.Request
 }
 
 func newFake() *fakeCountersign {
@@ -90,6 +93,14 @@ func (f *fakeCountersign) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "status": st})
+	case r.Method == "POST" && r.URL.Path == "/x402/fetch":
+		var fr fetch.Request
+		if err := json.NewDecoder(r.Body).Decode(&fr); err != nil {
+			problem(w, 400, "request.malformed_json", "fix-request", err.Error())
+			return
+		}
+		f.fetches = append(f.fetches, fr)
+		_ = json.NewEncoder(w).Encode(fetch.Fetched{IntentID: "int_x402", Paid: true, Delivered: true, Status: 200, Body: "c3Vubnk="})
 	case r.URL.Path == "/usage":
 		_ = json.NewEncoder(w).Encode(map[string]any{"since": r.URL.Query().Get("since"), "tags": r.URL.Query()["tags"]})
 	default:
@@ -254,4 +265,60 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// TestFetchToolSigns: x402_fetch is signed by the server like a purchase:
+// the agent gives what to fetch and the most it pays; the tool fills the
+// x402 terms, the body's digest, the mandate, and signs with typ
+// svc-x402-fetch+jws over the request's canonical bytes.
+func TestFetchToolSigns(t *testing.T) {
+	f := newFake()
+	_, cs := connect(t, f, Config{PollInterval: time.Millisecond})
+	res, out := callTool(t, cs, "x402_fetch", map[string]any{"method": "POST", "url": "https://data.example/q",
+		"body": "eyJxIjoxfQ==", "maxAmount": map[string]any{"minor": 5, "currency": "USD"}})
+	if res.IsError || out["paid"] != true {
+		t.Fatalf("%+v %v", res, out)
+	}
+	if len(f.fetches) != 1 {
+		t.Fatalf("%d fetches", len(f.fetches))
+	}
+	r := f.fetches[0]
+	pub := agentKey().Public().(ed25519.PublicKey)
+	signed, err := fetch.SigningBytes(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Terms.Rail != fetch.RailName || r.BodyDigest != fetch.BodyDigest([]byte(`{"q":1}`)) || r.Envelope.Mandate != "x.y.z" ||
+		r.IdempotencyKey == "" || r.Purpose == "" || !verifyDetached(t, pub, fetch.Type, r.Envelope.Signature, signed) {
+		t.Fatalf("request %+v", r)
+	}
+	// An envelope from the agent is refused, never signed over.
+	res, _ = callTool(t, cs, "x402_fetch", map[string]any{"method": "GET", "url": "https://data.example/r",
+		"maxAmount": map[string]any{"minor": 5, "currency": "USD"}, "envelope": map[string]any{"signature": "x"}})
+	if !res.IsError || len(f.fetches) != 1 {
+		t.Fatalf("an envelope was accepted: %+v", res)
+	}
+}
+
+// verifyDetached checks a compact JWS with a detached payload: header
+// typ, EdDSA over header.payload.
+func verifyDetached(t *testing.T, pub ed25519.PublicKey, typ, sig string, payload []byte) bool {
+	t.Helper()
+	parts := strings.Split(sig, ".")
+	if len(parts) != 3 || parts[1] != "" {
+		return false
+	}
+	h, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		return false
+	}
+	var hdr struct{ Alg, Typ string }
+	if json.Unmarshal(h, &hdr) != nil || hdr.Alg != "EdDSA" || hdr.Typ != typ {
+		return false
+	}
+	s, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return false
+	}
+	return ed25519.Verify(pub, []byte(parts[0]+"."+base64.RawURLEncoding.EncodeToString(payload)), s)
 }
