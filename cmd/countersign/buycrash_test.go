@@ -156,6 +156,30 @@ const (
 )
 
 // killPlan kills the server at the after-th event of its kind, once.
+// sendRound hands todo to workers goroutines running send, one index at
+// a time, until the plan has killed the server, and waits for them.
+func sendRound(plan *killPlan, workers int, todo []int, send func(i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				send(i)
+			}
+		}()
+	}
+	for _, i := range todo {
+		if plan.killed() {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
 type killPlan struct {
 	mu      sync.Mutex
 	srv     *serverProc
@@ -377,34 +401,18 @@ func buySurvivesSIGKILL(t *testing.T, rail string) {
 		}
 		// Kill after 2 to 21 events, so the kills spread over the run.
 		plan.arm(srv, kind, 2+rng.IntN(max(1, min(20, len(todo)/3))))
-		work := make(chan int)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range work {
-					a, ok := send(srv.base, i)
-					if !ok {
-						continue
-					}
-					mu.Lock()
-					if answers[i] == nil {
-						answers[i] = &a
-					}
-					mu.Unlock()
-					plan.event(killAfterAnswer, false)
-				}
-			}()
-		}
-		for _, i := range todo {
-			if plan.killed() {
-				break
+		sendRound(plan, workers, todo, func(i int) {
+			a, ok := send(srv.base, i)
+			if !ok {
+				return
 			}
-			work <- i
-		}
-		close(work)
-		wg.Wait()
+			mu.Lock()
+			if answers[i] == nil {
+				answers[i] = &a
+			}
+			mu.Unlock()
+			plan.event(killAfterAnswer, false)
+		})
 		if plan.killed() {
 			kills++
 			// Completions the dead server sent finish at the merchant

@@ -232,36 +232,20 @@ func TestX402FetchesSurviveSIGKILL(t *testing.T) {
 		}
 		// Kill after 1 to 20 events, so the kills spread over the run.
 		plan.arm(srv, kind, 1+rng.IntN(max(1, min(20, len(todo)/4))))
-		work := make(chan int)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range work {
-					a, ok := send(srv.base, i)
-					if !ok {
-						continue
-					}
-					mu.Lock()
-					if answers[i] == nil {
-						answers[i] = &a
-					} else if *answers[i] != a {
-						t.Errorf("fetch %d answered %+v, then %+v", i, *answers[i], a)
-					}
-					mu.Unlock()
-					plan.event(killAfterAnswer, false)
-				}
-			}()
-		}
-		for _, i := range todo {
-			if plan.killed() {
-				break
+		sendRound(plan, workers, todo, func(i int) {
+			a, ok := send(srv.base, i)
+			if !ok {
+				return
 			}
-			work <- i
-		}
-		close(work)
-		wg.Wait()
+			mu.Lock()
+			if answers[i] == nil {
+				answers[i] = &a
+			} else if *answers[i] != a {
+				t.Errorf("fetch %d answered %+v, then %+v", i, *answers[i], a)
+			}
+			mu.Unlock()
+			plan.event(killAfterAnswer, false)
+		})
 		if plan.killed() {
 			kills++
 			killsOf[kind]++
