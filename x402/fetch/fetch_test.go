@@ -424,6 +424,84 @@ func TestKillSwitchBeforeSigning(t *testing.T) {
 	}
 }
 
+// TestKillSwitchStopsResend: an attempt stored and sent, whose answer
+// was lost, is not sent again while the kill switch is engaged (by the
+// agent's retry or by the reconciler); once released, the same header is
+// resent and the payment resolves.
+func TestKillSwitchStopsResend(t *testing.T) {
+	f := newFixture(t, fixtureOptions{fake: &fakex402.Options{ReplaySettled: true, Resources: []fakex402.Resource{
+		{Path: "/drop", Scenario: fakex402.ScenarioSettleThenDrop}}}})
+	r := f.request("k-drop-frozen", "/drop", 5)
+	if _, err := f.fetch(r); !errors.Is(err, pay.ErrRailUnavailable) {
+		t.Fatalf("first answer lost: %v", err)
+	}
+	sent := f.fake.Requests("/drop")
+	op := pay.OperatorCall{Operator: "op", Rationale: "stop everything now"}
+	if _, err := f.pay.SetKillSwitch(t.Context(), true, op); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.fetch(r); err == nil && res.Outcome == pay.OutcomeSettled {
+		t.Fatalf("the retry under the kill switch settled: %+v", res)
+	}
+	if _, err := f.pay.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.fake.Requests("/drop"); n != sent {
+		t.Fatalf("%d requests reached the resource under the kill switch", n-sent)
+	}
+	if _, err := f.pay.SetKillSwitch(t.Context(), false, op); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.fetch(r)
+	if err != nil || res.Outcome != pay.OutcomeSettled {
+		t.Fatalf("after release: %v %+v", err, res)
+	}
+	if len(f.fake.Settlements()) != 1 || len(f.entries(EntryAuthorization)) != 1 {
+		t.Fatalf("%d settlements, %d signatures", len(f.fake.Settlements()), len(f.entries(EntryAuthorization)))
+	}
+}
+
+// TestApprovalSurvivesABlip: asked again for its offer on approval, a
+// resource that answers 503 does not decline the payment (a person's
+// approval is not thrown away): it stays settling, signs nothing, and is
+// paid once the resource answers its 402 again.
+func TestApprovalSurvivesABlip(t *testing.T) {
+	var down atomic.Bool
+	f := newFixture(t, fixtureOptions{
+		fake: &fakex402.Options{Resources: []fakex402.Resource{{Path: "/paid", Amount: "2000000"}}},
+		handler: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if down.Load() {
+					http.Error(w, "try later", http.StatusServiceUnavailable)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		},
+	})
+	r := f.request("k-blip", "/paid", 500)
+	res, err := f.fetch(r)
+	if err != nil || res.Outcome != pay.OutcomeHeld {
+		t.Fatalf("want held: %v %+v", err, res)
+	}
+	down.Store(true)
+	if out, err := f.approve(res.Held); err == nil && out.Outcome == pay.OutcomeSettled {
+		t.Fatalf("settled while the resource was down: %+v", out)
+	}
+	in, err := f.pay.OperatorIntent(t.Context(), res.IntentID)
+	if err != nil || in.Status != pay.StatusSettling || f.signed.Load() != 0 {
+		t.Fatalf("after a 503 on approval: %v, status %s, %d signed", err, in.Status, f.signed.Load())
+	}
+	down.Store(false)
+	f.advance(time.Minute)
+	if _, err := f.pay.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.settledStatus(r); st != pay.StatusSettled || len(f.fake.Settlements()) != 1 || f.signed.Load() != 1 {
+		t.Fatalf("after the blip: status %s, %d settled, %d signed", st, len(f.fake.Settlements()), f.signed.Load())
+	}
+}
+
 func TestPriceChangedOnApproval(t *testing.T) {
 	f := newFixture(t, fixtureOptions{fake: &fakex402.Options{Resources: []fakex402.Resource{
 		{Path: "/p", Amount: "2000000", Scenario: fakex402.ScenarioPriceChanged}}}})

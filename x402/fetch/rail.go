@@ -185,6 +185,24 @@ func (r *rail) resolve(ctx context.Context, req settle.SettleRequest, rec *recor
 	if err != nil {
 		return settle.Settlement{}, err
 	}
+	if s.now().Before(a.ValidBefore) {
+		// Before validBefore, resolving means sending the stored header
+		// again: a payment leaving. The kill switch stops it as it stops
+		// the first send; the header stays stored, and once the switch is
+		// released (or validBefore passes and the chain is asked, which
+		// sends nothing) the payment resolves as before.
+		var frozen bool
+		if err := s.st.View(ctx, func(r store.Reader) error {
+			var err error
+			frozen, err = s.books.Frozen(r)
+			return err
+		}); err != nil {
+			return settle.Settlement{}, fmt.Errorf("%w: reading the kill switch: %v", settle.ErrUnknownOutcome, err)
+		}
+		if frozen {
+			return settle.Settlement{}, fmt.Errorf("%w: the kill switch is engaged: the stored authorization is not sent again", settle.ErrUnknownOutcome)
+		}
+	}
 	rv := x402.Resolver{Payer: s.payer, Chain: s.chain, Finality: s.finality, Now: s.now}
 	res, pr, err := rv.Resolve(ctx, x402.Attempt{Method: rec.Method, URL: rec.URL, Header: rec.Header, Body: rec.Body,
 		Payment: a.Payment, Network: a.Requirements.Network, Asset: asset, From: from, Nonce: nonce, ValidBefore: a.ValidBefore})
@@ -278,13 +296,20 @@ type offer struct {
 // refetch asks the resource for its offer again and keeps it only if it
 // is what was approved: the same payee and the same amount in minor units
 // (a receipt states what was paid; a new fetch is cheap). Otherwise the
-// payment is declined and nothing is signed. No answer is
+// payment is declined and nothing is signed (a 2xx: no payment
+// required). No answer, or one that is neither a 402 nor a 2xx, is
 // settle.ErrUnavailable: nothing was signed or sent.
 func (r *rail) refetch(ctx context.Context, req settle.SettleRequest, rec *record) (offer, error) {
 	s := r.s
 	resp, err := s.payer.Fetch(ctx, rec.Method, rec.URL, rec.Header, rec.Body)
 	if err != nil {
 		return offer{}, fmt.Errorf("%w: asking the resource for its offer again: %v", settle.ErrUnavailable, err)
+	}
+	if resp.Status != http.StatusPaymentRequired && (resp.Status < 200 || resp.Status > 299) {
+		// A redirect, 429 or 5xx says nothing about the price: a blip
+		// must not throw away a person's approval. The payment stays
+		// settling and is asked again.
+		return offer{}, fmt.Errorf("%w: asked again for its offer, the resource answered %d", settle.ErrUnavailable, resp.Status)
 	}
 	if resp.Status != http.StatusPaymentRequired {
 		return offer{}, &settle.DeclineError{Code: DeclineNotRequired,
