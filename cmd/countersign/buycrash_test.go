@@ -482,14 +482,7 @@ func buySurvivesSIGKILL(t *testing.T, rail string) {
 
 	// What the record says about purchases.
 	ctx := context.Background()
-	_, origin, pub, err := (&source{data: dir}).verifier()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, closeData, err := openData(ctx, dir, pub, origin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg, closeData := openStoppedRecord(t, dir)
 	defer closeData()
 	type decision struct{ key, cart string }
 	decisions := map[string]decision{} // intent → its purchase key and cart

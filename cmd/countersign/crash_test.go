@@ -111,19 +111,27 @@ func TestCrashDuringAppends(t *testing.T) {
 	t.Logf("%d kills, %d acknowledged entries, %s", cycles, len(acked), strings.TrimSpace(string(out)))
 }
 
+// openStoppedRecord opens the record in the data directory of a stopped
+// server, verified with its own record key, for a test to read; the
+// caller closes it.
+func openStoppedRecord(t *testing.T, dir string) (*audit.Log, func()) {
+	t.Helper()
+	_, origin, pub, err := (&source{data: dir}).verifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, closeFn, err := openData(context.Background(), dir, pub, origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lg, closeFn
+}
+
 // checkAcked opens the data directory and checks every acknowledged entry.
 func checkAcked(t *testing.T, dir string, acked map[uint64]string) {
 	t.Helper()
 	ctx := context.Background()
-	src := source{data: dir}
-	_, origin, pub, err := src.verifier()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, closeFn, err := openData(ctx, dir, pub, origin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg, closeFn := openStoppedRecord(t, dir)
 	defer closeFn()
 	size, err := lg.Size(ctx)
 	if err != nil {

@@ -314,14 +314,7 @@ func TestX402FetchesSurviveSIGKILL(t *testing.T) {
 	// fetch, each paid on the resource's answer or by resending the same
 	// authorization; never by the chain (no authorization expired).
 	ctx := context.Background()
-	_, origin, pub, err := (&source{data: dir}).verifier()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lg, closeData, err := openData(ctx, dir, pub, origin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg, closeData := openStoppedRecord(t, dir)
 	defer closeData()
 	authorized := map[string]int{}  // intent → x402.authorization entries
 	paidBy := map[string][]string{} // intent → resolvedBy of its x402.paid entries
