@@ -71,6 +71,7 @@ type fixtureOptions struct {
 	confirm  int64 // mandate's confirmAbove (minor); default 100
 	handler  func(fake http.Handler) http.Handler
 	maxTimer time.Duration // the policy's timeout cap; default DefaultMaxTimeout
+	maxBody  int64         // Options.MaxBody; default its default (1 MiB)
 }
 
 func newFixture(t testing.TB, fo fixtureOptions) *fixture {
@@ -105,7 +106,8 @@ func newFixture(t testing.TB, fo fixtureOptions) *fixture {
 		t.Fatal(err)
 	}
 	o := Options{Store: st, Log: f.log, Wallet: wallet, Policy: x402.Policy{Assets: []x402.Asset{usdc}, MaxTimeout: fo.maxTimer},
-		URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Now: f.now, Logger: quiet, Timeout: 5 * time.Second}
+		URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Now: f.now, Logger: quiet, Timeout: 5 * time.Second,
+		MaxBody: fo.maxBody}
 	if !fo.noChain {
 		o.Chain = f.fake
 	}
@@ -751,5 +753,66 @@ func TestTransport(t *testing.T) {
 	}
 	if resp, _, err := get("/dear", "rt-2"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("after approval: %v", err)
+	}
+}
+
+// TestTransportTruncated: a body over the deployment's cap comes through
+// the RoundTripper cut, with Countersign-Truncated: true, exactly when
+// POST /x402/fetch answers truncated: true (paid or relayed); a body
+// within the cap has no such header, and a resource cannot set it.
+func TestTransportTruncated(t *testing.T) {
+	long := []byte(`{"prices":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}`)
+	f := newFixture(t, fixtureOptions{maxBody: 16,
+		fake: &fakex402.Options{Resources: []fakex402.Resource{{Path: "/long", Body: long}, {Path: "/short", Body: []byte(`{"p":1}`)}}},
+		handler: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/liar" {
+					w.Header().Set(HeaderTruncated, "true")
+					_, _ = w.Write([]byte("short"))
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		}})
+	c := &http.Client{Transport: f.svc.Transport(Agent{Caller: f.caller, Key: f.agent, Mandate: f.mandate,
+		MaxAmount: pay.Amount{Minor: 500, Currency: "USD"}, Purpose: "prices for the report"})}
+	for _, tc := range []struct {
+		path      string
+		paid      bool
+		body      string
+		truncated bool
+	}{
+		{"/long", true, string(long[:16]), true},
+		{"/short", true, `{"p":1}`, false},
+		{"/nothing", false, "404 page not fou", true}, // relayed: http.NotFound's 19 bytes, cut
+		{"/liar", false, "short", false},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			key := "rt-trunc" + strings.ReplaceAll(tc.path, "/", "-")
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, f.srv.URL+tc.path, nil)
+			req.Header.Set("Idempotency-Key", key)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if string(b) != tc.body || (resp.Header.Get(HeaderIntent) != "") != tc.paid {
+				t.Fatalf("body %q, intent %q", b, resp.Header.Get(HeaderIntent))
+			}
+			want := []string(nil)
+			if tc.truncated {
+				want = []string{"true"}
+			}
+			if got := resp.Header.Values(HeaderTruncated); !slices.Equal(got, want) {
+				t.Errorf("%s: %q, want %q", HeaderTruncated, got, want)
+			}
+			// A fetch of the same resource through Service.Fetch (POST
+			// /x402/fetch) says the same in its answer.
+			direct, err := f.fetch(f.request("post"+key, tc.path, 500))
+			if err != nil || direct.Fetched == nil || direct.Fetched.Paid != tc.paid || direct.Fetched.Truncated != tc.truncated {
+				t.Errorf("Service.Fetch answered %v %+v", err, direct)
+			}
+		})
 	}
 }

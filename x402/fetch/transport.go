@@ -43,9 +43,12 @@ type Agent struct {
 // /x402/fetch. A resource that does not ask for payment is answered as
 // is; one paid for is answered with its response, carrying the intent in
 // the Countersign-Intent header and the settlement transaction in
-// Countersign-Transaction. A fetch held for a person, denied, declined or
-// of unknown outcome is an error ([*OutcomeError], or the money path's
-// error), which http.Client returns wrapped in a *url.Error.
+// Countersign-Transaction. A body cut at the deployment's cap (1 MiB by
+// default), paid for or not, comes with Countersign-Truncated: true, as
+// POST /x402/fetch answers truncated: true: the body is only the first
+// bytes of the resource's. A fetch held for a person, denied, declined
+// or of unknown outcome is an error ([*OutcomeError], or the money
+// path's error), which http.Client returns wrapped in a *url.Error.
 //
 // The idempotency key is the request's Idempotency-Key header when it has
 // one (send the same key again to learn what came of a held fetch or of
@@ -65,10 +68,15 @@ func (s *Service) Transport(a Agent) *Transport {
 	return &Transport{s: s, a: a}
 }
 
-// Headers of a paid answer.
+// Headers the Transport adds to an answer: the intent and transaction of
+// a paid one, and whether the body was cut.
 const (
 	HeaderIntent      = "Countersign-Intent"
 	HeaderTransaction = "Countersign-Transaction"
+	// HeaderTruncated is "true" when the resource's body was longer than
+	// the deployment keeps (Fetched.Truncated) and the answer's body is
+	// only its first bytes; absent otherwise.
+	HeaderTruncated = "Countersign-Truncated"
 )
 
 // OutcomeError is a fetch that did not answer a resource: held for a
@@ -161,6 +169,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			h.Set(HeaderTransaction, f.Payment.Transaction)
 		}
 	}
+	// A cut body read as the whole of it would be a paid resource silently
+	// corrupted: the caller is told, as POST /x402/fetch tells it. The
+	// resource cannot claim a cut it did not suffer: its own header of
+	// that name is dropped.
+	h.Del(HeaderTruncated)
+	if f.Truncated {
+		h.Set(HeaderTruncated, "true")
+	}
+	// The resource's Content-Length is its full body's, not the one relayed.
 	h.Del("Content-Length")
 	return &http.Response{Status: fmt.Sprintf("%d %s", f.Status, http.StatusText(f.Status)), StatusCode: f.Status,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: io.NopCloser(bytes.NewReader(b)),
