@@ -32,7 +32,8 @@ import (
 type Payer struct {
 	// Transport is cloned for every request; nil means
 	// http.DefaultTransport. A deployment passes one whose dialer applies
-	// its outbound policy.
+	// its outbound policy. Its MaxResponseHeaderBytes is lowered to
+	// [MaxResponseHeaderBytes] when unset or above it.
 	Transport *http.Transport
 	// Timeout bounds each request, answer body included; 0 means 30 s.
 	Timeout time.Duration
@@ -40,6 +41,17 @@ type Payer struct {
 	// cut and Response.Truncated set.
 	MaxBody int64
 }
+
+// MaxResponseHeaderBytes caps the header block of every answer a [Payer]
+// reads (64 KiB). net/http's default is 10 MiB, read and held before the
+// body is looked at, from a resource that may be hostile and that the
+// agent, not the deployment, chose. An x402 answer needs room for one
+// x402 header at its own cap ([MaxHeaderBytes]) and ordinary headers
+// beside it: four times that. An answer over the cap is no answer (the
+// request fails with net/http's "server response headers exceeded"
+// error): unpaid, nothing is signed; paid, the attempt is Unknown, as for
+// any lost answer.
+const MaxResponseHeaderBytes = 4 * MaxHeaderBytes
 
 // Response is an answer as relayed to the agent.
 type Response struct {
@@ -82,6 +94,9 @@ func (p *Payer) client(fresh bool) *http.Client {
 		base = http.DefaultTransport.(*http.Transport)
 	}
 	t := base.Clone()
+	if t.MaxResponseHeaderBytes <= 0 || t.MaxResponseHeaderBytes > MaxResponseHeaderBytes {
+		t.MaxResponseHeaderBytes = MaxResponseHeaderBytes
+	}
 	if fresh {
 		t.DisableKeepAlives = true
 	}

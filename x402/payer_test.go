@@ -3,8 +3,11 @@ package x402_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,5 +158,55 @@ func TestPayerRefusesAndRelays(t *testing.T) {
 	res, err := p.FetchPaid(t.Context(), "GET", srv.URL+"/big", nil, nil, "abc")
 	if err != nil || res.Outcome != x402.Unknown {
 		t.Errorf("2xx without a settlement: %+v, %v", res, err)
+	}
+}
+
+// TestPayerCapsAnswerHeaders: an answer whose headers are over
+// MaxResponseHeaderBytes is no answer: the unpaid request fails with an
+// error naming the cap (so nothing is offered, nothing can be signed), a
+// paid one is Unknown with that reason. An answer with an x402 header at
+// its own cap and more headers beside it still fits.
+func TestPayerCapsAnswerHeaders(t *testing.T) {
+	var signed atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(x402.HeaderPaymentSignature) != "" {
+			signed.Add(1)
+		}
+		pad := 4 << 10 // a line of padding per header
+		n := 0
+		switch r.URL.Path {
+		case "/hostile":
+			n = 2 * x402.MaxResponseHeaderBytes / pad // twice the cap
+		case "/fits":
+			w.Header().Set(x402.HeaderPaymentRequired, strings.Repeat("A", x402.MaxHeaderBytes))
+			n = 4 // 16 KiB more
+		}
+		for i := range n {
+			w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("p", pad))
+		}
+		w.WriteHeader(http.StatusPaymentRequired)
+	}))
+	defer srv.Close()
+	// A transport allowing net/http's default (10 MiB) is capped all the same.
+	p := &x402.Payer{Transport: &http.Transport{MaxResponseHeaderBytes: 10 << 20}, Timeout: 10 * time.Second}
+	limit := fmt.Sprint(x402.MaxResponseHeaderBytes)
+
+	if r, err := p.Fetch(t.Context(), "GET", srv.URL+"/hostile", nil, nil); err == nil || !strings.Contains(err.Error(), "headers exceeded") ||
+		!strings.Contains(err.Error(), limit) {
+		if r != nil {
+			t.Errorf("answered %d with %d headers", r.Status, len(r.Header))
+		}
+		t.Fatalf("unpaid, oversized headers: %v; want an error naming the %s-byte cap", err, limit)
+	}
+	res, err := p.FetchPaid(t.Context(), "GET", srv.URL+"/hostile", nil, nil, "abc")
+	if err != nil || res.Outcome != x402.Unknown || res.Response != nil || !strings.Contains(res.Reason, limit) {
+		t.Fatalf("paid, oversized headers: %s %q, answered %v, %v; want Unknown naming the cap", res.Outcome, res.Reason, res.Response != nil, err)
+	}
+	if n := signed.Load(); n != 1 {
+		t.Errorf("%d requests carried a payment, want only the paid one", n)
+	}
+	r, err := p.Fetch(t.Context(), "GET", srv.URL+"/fits", nil, nil)
+	if err != nil || r.Status != http.StatusPaymentRequired || len(r.Header.Get(x402.HeaderPaymentRequired)) != x402.MaxHeaderBytes {
+		t.Fatalf("an x402 header at its cap and 16 KiB beside it: %v", err)
 	}
 }

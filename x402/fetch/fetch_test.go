@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -814,5 +815,28 @@ func TestTransportTruncated(t *testing.T) {
 				t.Errorf("Service.Fetch answered %v %+v", err, direct)
 			}
 		})
+	}
+}
+
+// TestFetchOversizedHeaders: a resource whose 402 carries a valid offer
+// under more headers than x402.MaxResponseHeaderBytes gets no payment:
+// the unpaid request fails (x402.resource_unavailable, naming the cap),
+// nothing is signed, sent or recorded.
+func TestFetchOversizedHeaders(t *testing.T) {
+	f := newFixture(t, fixtureOptions{handler: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			for i := range 2 * x402.MaxResponseHeaderBytes / (4 << 10) {
+				w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("p", 4<<10))
+			}
+			h.ServeHTTP(w, r) // the fake's 402 and its offer
+		})
+	}})
+	_, err := f.fetch(f.request("k-headers", "/paid", 5))
+	if !errors.Is(err, ErrResourceUnavailable) || !strings.Contains(err.Error(), fmt.Sprint(x402.MaxResponseHeaderBytes)) {
+		t.Fatalf("want %v naming the cap: %v", ErrResourceUnavailable, err)
+	}
+	t.Log(err)
+	if f.fake.Requests("/paid") != 1 || f.signed.Load() != 0 || len(f.fake.Settlements()) != 0 || len(f.types()) != 0 {
+		t.Fatalf("%d requests, %d signed, %d settled, record %v", f.fake.Requests("/paid"), f.signed.Load(), len(f.fake.Settlements()), f.types())
 	}
 }
