@@ -32,8 +32,9 @@ type Resolution int
 
 const (
 	// StillUnknown: ask again later (before validBefore the resend found
-	// no answer either; after it, the chain is not yet final or there is
-	// no chain reader, and a person must look).
+	// no answer either; after it, the chain is not yet final, its clock
+	// may not have passed validBefore, or there is no chain reader and a
+	// person must look).
 	StillUnknown Resolution = iota
 	// Settled: the money moved, once. Result.Response is the resource
 	// when a resend brought it; nil when only the chain says so (paid,
@@ -54,20 +55,32 @@ func (r Resolution) String() string {
 	return "still unknown"
 }
 
+// DefaultClockSkew is how far the local clock is assumed to run ahead of
+// the chain's when an authorization is judged expired unused: the
+// disagreement between clocks that reference x402 clients allow for when
+// they date validAfter 600 s back.
+const DefaultClockSkew = 10 * time.Minute
+
 // Resolver settles the question an Unknown attempt leaves: before the
 // authorization's validBefore it resends the attempt byte for byte (the
 // nonce lets the token move the money once, whichever copy lands); once
 // validBefore and Finality have passed it asks the chain whether the
-// nonce was used. It never signs.
+// nonce was used, and takes "unused" for an answer only ClockSkew later
+// still. It never signs.
 type Resolver struct {
 	Payer *Payer
 	// Chain answers authorizationState; nil leaves an expired attempt
 	// StillUnknown, for a person to resolve.
 	Chain ChainReader
 	// Finality is how long after validBefore the chain's answer is
-	// trusted (blocks to wait for reorganisations, and clock skew).
+	// trusted (blocks to wait for reorganisations).
 	Finality time.Duration
-	Now      func() time.Time
+	// ClockSkew is how far the local clock may run ahead of the chain's:
+	// an unused authorization is declared expired only once the local
+	// clock is past validBefore + Finality + ClockSkew. 0 or less means
+	// DefaultClockSkew; the margin cannot be switched off (see Resolve).
+	ClockSkew time.Duration
+	Now       func() time.Time
 }
 
 // Resolve makes one step towards an outcome.
@@ -104,6 +117,23 @@ func (r *Resolver) Resolve(ctx context.Context, a Attempt) (Resolution, PaidResu
 	}
 	if used {
 		return Settled, PaidResult{Outcome: Paid, Reason: "the chain says the authorization was used; the resource was not delivered"}, nil
+	}
+	// Unused is conclusive only once the chain's clock is past
+	// validBefore: the token compares block.timestamp, not our clock. No
+	// ChainReader says what time the chain has reached, so the local clock
+	// stands in for it, late by ClockSkew. Judged early, by a clock ahead
+	// of the chain's, an authorization the chain would still execute is
+	// declared unused, the payment declined, and a new one signed beside
+	// it: the stale one can then land too, and the same thing is paid
+	// twice. Judged late, an unknown payment only waits longer. A margin
+	// bounds the danger, it does not remove it (docs/design/x402.md,
+	// "Whose clock says expired"): the chain's own time would.
+	skew := r.ClockSkew
+	if skew <= 0 {
+		skew = DefaultClockSkew
+	}
+	if now.Before(a.ValidBefore.Add(r.Finality + skew)) {
+		return StillUnknown, PaidResult{Reason: fmt.Sprintf("the chain says the authorization is unused so far; it is taken as expired only %s after validBefore, in case the chain's clock is behind ours", r.Finality+skew)}, nil
 	}
 	return NeverSettled, PaidResult{Reason: "the authorization expired unused"}, nil
 }

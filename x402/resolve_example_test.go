@@ -19,8 +19,8 @@ func ExampleResolver_Resolve() {
 	a := x402.Attempt{Method: "GET", URL: "http://127.0.0.1:1/report", Payment: "stored PAYMENT-SIGNATURE",
 		Network: fake.Network(), Asset: fake.Asset(), From: key.Address(),
 		Nonce: x402.NonceFromID("int_lost"), ValidBefore: validBefore}
-	r := &x402.Resolver{Chain: fake, Finality: time.Minute,
-		Now: func() time.Time { return validBefore.Add(2 * time.Minute) }}
+	r := &x402.Resolver{Chain: fake, Finality: time.Minute, ClockSkew: 10 * time.Minute,
+		Now: func() time.Time { return validBefore.Add(12 * time.Minute) }}
 	got, res, err := r.Resolve(context.Background(), a)
 	fmt.Println(got, "-", res.Reason, err)
 	// Output: never settled - the authorization expired unused <nil>

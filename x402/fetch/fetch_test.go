@@ -577,7 +577,9 @@ func TestSettleThenDrop(t *testing.T) {
 
 // TestExpiryResolvedByChain: a resource that answers 503 settles nothing;
 // after validBefore the chain reader says the nonce is unused: the
-// payment fails, nothing paid.
+// payment fails, nothing paid, but only once the local clock is past
+// validBefore by finality and the clock skew margin (a used nonce settles
+// as soon as the chain's answer is final).
 func TestExpiryResolvedByChain(t *testing.T) {
 	for _, tc := range []struct {
 		scenario fakex402.Scenario
@@ -597,7 +599,16 @@ func TestExpiryResolvedByChain(t *testing.T) {
 			if err != nil || res != nil || pending == "" {
 				t.Fatalf("settling has no outcome yet: %v %+v", err, res)
 			}
+			// Expired and final by the local clock, which may be ahead of
+			// the chain's: an unused authorization is not declined yet.
 			f.advance(DefaultMaxTimeout + DefaultFinality + time.Minute)
+			if _, err := f.pay.Reconcile(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if st, want := f.settledStatus(r), map[bool]pay.Status{true: pay.StatusSettled, false: pay.StatusSettling}[tc.status == pay.StatusSettled]; st != want {
+				t.Fatalf("within the clock skew margin: status %s, want %s", st, want)
+			}
+			f.advance(x402.DefaultClockSkew)
 			if _, err := f.pay.Reconcile(t.Context()); err != nil {
 				t.Fatal(err)
 			}
