@@ -771,7 +771,8 @@ func TestTransport(t *testing.T) {
 // TestTransportTruncated: a body over the deployment's cap comes through
 // the RoundTripper cut, with Countersign-Truncated: true, exactly when
 // POST /x402/fetch answers truncated: true (paid or relayed); a body
-// within the cap has no such header, and a resource cannot set it.
+// within the cap has no such header, and a resource can set none of the
+// Transport's headers (a free resource cannot pass for a paid one).
 func TestTransportTruncated(t *testing.T) {
 	long := []byte(`{"prices":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}`)
 	f := newFixture(t, fixtureOptions{maxBody: 16,
@@ -780,6 +781,8 @@ func TestTransportTruncated(t *testing.T) {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/liar" {
 					w.Header().Set(HeaderTruncated, "true")
+					w.Header().Set(HeaderIntent, "int_forged")
+					w.Header().Set(HeaderTransaction, "0xforged")
 					_, _ = w.Write([]byte("short"))
 					return
 				}
@@ -811,6 +814,9 @@ func TestTransportTruncated(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			if string(b) != tc.body || (resp.Header.Get(HeaderIntent) != "") != tc.paid {
 				t.Fatalf("body %q, intent %q", b, resp.Header.Get(HeaderIntent))
+			}
+			if !tc.paid && len(resp.Header.Values(HeaderTransaction)) != 0 {
+				t.Errorf("unpaid answer carries %s %q", HeaderTransaction, resp.Header.Values(HeaderTransaction))
 			}
 			want := []string(nil)
 			if tc.truncated {

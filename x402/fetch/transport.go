@@ -163,6 +163,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for k, vs := range f.Headers {
 		h[k] = append([]string(nil), vs...)
 	}
+	// The Transport's own headers say only what the Transport knows: the
+	// resource's copies of them are dropped, so a free resource cannot
+	// pass for a paid one, nor claim a cut it did not suffer.
+	for _, k := range []string{HeaderIntent, HeaderTransaction, HeaderTruncated} {
+		h.Del(k)
+	}
 	if f.Paid {
 		h.Set(HeaderIntent, f.IntentID)
 		if f.Payment != nil && f.Payment.Transaction != "" {
@@ -170,10 +176,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	// A cut body read as the whole of it would be a paid resource silently
-	// corrupted: the caller is told, as POST /x402/fetch tells it. The
-	// resource cannot claim a cut it did not suffer: its own header of
-	// that name is dropped.
-	h.Del(HeaderTruncated)
+	// corrupted: the caller is told, as POST /x402/fetch tells it.
 	if f.Truncated {
 		h.Set(HeaderTruncated, "true")
 	}
