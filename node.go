@@ -287,7 +287,7 @@ func (n *Node) openMoneyPath(ctx context.Context, mandates *pay.MandateVerifier)
 	}
 	if n.paid402, err = fetch.New(fetch.Options{Store: n.st, Log: n.log, Wallet: o.X402.Wallet,
 		Policy: x402.Policy{Assets: o.X402.Assets, MaxTimeout: o.X402.MaxTimeout}, URLs: *o.URLs, Chain: o.X402.Chain,
-		Finality: o.X402.Finality, Timeout: o.Pay.RailTimeout, Now: o.Now, Logger: o.Logger}); err != nil {
+		Finality: o.X402.Finality, ClockSkew: o.X402.ClockSkew, Timeout: o.Pay.RailTimeout, Now: o.Now, Logger: o.Logger}); err != nil {
 		return fmt.Errorf("countersign: x402: %w", err)
 	}
 	model := product.Model()

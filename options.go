@@ -187,6 +187,13 @@ type X402Options struct {
 	// Finality is how long after an authorization's validBefore the
 	// chain's answer is trusted. Default 2 min.
 	Finality time.Duration
+	// ClockSkew is how far this machine's clock may run ahead of the
+	// chain's: an unused authorization counts as expired only once the
+	// local clock is past validBefore + Finality + ClockSkew, so that a
+	// clock running ahead never declines a payment the chain would still
+	// execute. Default 10 min (x402.DefaultClockSkew); it cannot be
+	// switched off.
+	ClockSkew time.Duration
 }
 
 // MemoryOptions configures the memory (package memory).

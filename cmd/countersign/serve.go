@@ -32,6 +32,7 @@ import (
 	"github.com/countersign/countersign/store/pebblestore"
 	"github.com/countersign/countersign/store/pgstore"
 	"github.com/countersign/countersign/webhook"
+	"github.com/countersign/countersign/x402"
 )
 
 const serveSynopsis = `serve [flags]
@@ -80,6 +81,7 @@ type serveConfig struct {
 	x402Wallet          string
 	x402Assets          string
 	x402MaxTimeout      time.Duration
+	x402ClockSkew       time.Duration
 	x402FakeChain       string
 	operatorID          string
 	deniabilityBoundary string
@@ -123,6 +125,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.x402Assets, "x402-assets", "", "JSON `file` of the tokens x402 payments may use: [{network (CAIP-2), address, name and version (the token's EIP-712 domain), decimals, currency (ISO 4217 a whole token is worth one of), minorDigits}]; sandbox default USDC on Base Sepolia, as the sandbox's fake x402 server offers it")
 	fs.StringVar(&c.x402FakeChain, "x402-fake-chain", "", "base `URL` of a fake x402 server (countersign fake-x402) whose chain state says whether an expired x402 authorization was used (tests and demos; default in sandbox mode: the sandbox's own fake x402 server; no chain reader otherwise, and such a payment waits on the operator's settling list)")
 	fs.DurationVar(&c.x402MaxTimeout, "x402-max-timeout", 5*time.Minute, "the longest an x402 offer's maxTimeoutSeconds may be, and so how long a signed authorization stays valid after a kill switch")
+	fs.DurationVar(&c.x402ClockSkew, "x402-clock-skew", x402.DefaultClockSkew, "how far this machine's clock may run ahead of the chain's: an unused x402 authorization is declined (and the payment may be tried again) only this long after its validBefore plus finality; must be positive")
 	fs.StringVar(&c.identityKey, "identity-key", "", "the deployment's ADP identity key `file` (Ed25519 JWK); default <data>/keys/identity.jwk.json, generated on first start")
 	fs.StringVar(&c.operatorID, "operator-id", "", "the deploying party's stable id, disclosed as operator.operatorId (default sandbox-operator in sandbox mode; required with --production)")
 	fs.StringVar(&c.deniabilityBoundary, "deniability-boundary", "", "what the operator is and is not accountable for, disclosed as operator.deniabilityBoundary (default: the boundary this software enforces)")

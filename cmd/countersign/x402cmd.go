@@ -130,6 +130,13 @@ func x402Options(ctx context.Context, cfg serveConfig, logger *slog.Logger) (cou
 		return o, nil, err
 	}
 	o.MaxTimeout = cfg.x402MaxTimeout
+	if cfg.x402ClockSkew <= 0 {
+		// Declining on the local clock alone could pay twice: the
+		// chain may still execute an authorization it has not seen
+		// expire (x402.Resolver).
+		return o, nil, fmt.Errorf("--x402-clock-skew %s: must be positive (the margin for a clock ahead of the chain's cannot be switched off)", cfg.x402ClockSkew)
+	}
+	o.ClockSkew = cfg.x402ClockSkew
 	if cfg.x402FakeChain != "" {
 		// A fake's chain is its own: it knows only the payments made to
 		// that fake, so it answers for them alone.

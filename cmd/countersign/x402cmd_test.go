@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/x402"
 )
 
 // TestSandboxX402 pays the sandbox's fake x402 server end to end over
@@ -137,6 +141,28 @@ func TestReadAssets(t *testing.T) {
 	} {
 		if _, err := readAssets(write(bad)); err == nil {
 			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
+func TestX402ClockSkewFlag(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		skew    time.Duration
+		refused bool
+	}{
+		{x402.DefaultClockSkew, false},
+		{3 * time.Minute, false},
+		{0, true}, // the margin cannot be switched off
+		{-time.Minute, true},
+	} {
+		cfg := serveConfig{data: t.TempDir(), production: true, x402ClockSkew: tc.skew}
+		o, _, err := x402Options(t.Context(), cfg, quiet)
+		switch {
+		case tc.refused && (err == nil || !strings.Contains(err.Error(), "--x402-clock-skew")):
+			t.Errorf("%s: %v, want the flag refused", tc.skew, err)
+		case !tc.refused && (err != nil || o.ClockSkew != tc.skew):
+			t.Errorf("%s: %v, ClockSkew %s", tc.skew, err, o.ClockSkew)
 		}
 	}
 }

@@ -73,6 +73,7 @@ type fixtureOptions struct {
 	handler  func(fake http.Handler) http.Handler
 	maxTimer time.Duration // the policy's timeout cap; default DefaultMaxTimeout
 	maxBody  int64         // Options.MaxBody; default its default (1 MiB)
+	skew     time.Duration // Options.ClockSkew; default x402.DefaultClockSkew
 }
 
 func newFixture(t testing.TB, fo fixtureOptions) *fixture {
@@ -108,7 +109,7 @@ func newFixture(t testing.TB, fo fixtureOptions) *fixture {
 	}
 	o := Options{Store: st, Log: f.log, Wallet: wallet, Policy: x402.Policy{Assets: []x402.Asset{usdc}, MaxTimeout: fo.maxTimer},
 		URLs: netguard.Policy{AllowLoopback: true, AllowHTTP: true}, Now: f.now, Logger: quiet, Timeout: 5 * time.Second,
-		MaxBody: fo.maxBody}
+		MaxBody: fo.maxBody, ClockSkew: fo.skew}
 	if !fo.noChain {
 		o.Chain = f.fake
 	}
@@ -583,14 +584,22 @@ func TestSettleThenDrop(t *testing.T) {
 func TestExpiryResolvedByChain(t *testing.T) {
 	for _, tc := range []struct {
 		scenario fakex402.Scenario
+		skew     time.Duration // Options.ClockSkew; 0 for the default
 		status   pay.Status
 	}{
-		{fakex402.ScenarioErrorUnsettled, pay.StatusFailed},
-		{fakex402.ScenarioUnknownOutcome, pay.StatusSettled},
-		{fakex402.ScenarioRefused, pay.StatusFailed},
+		{fakex402.ScenarioErrorUnsettled, 0, pay.StatusFailed},
+		{fakex402.ScenarioUnknownOutcome, 0, pay.StatusSettled},
+		{fakex402.ScenarioRefused, 0, pay.StatusFailed},
+		{fakex402.ScenarioErrorUnsettled, 3 * time.Minute, pay.StatusFailed},
+		{fakex402.ScenarioErrorUnsettled, time.Hour, pay.StatusFailed},
 	} {
-		t.Run(string(tc.scenario), func(t *testing.T) {
-			f := newFixture(t, fixtureOptions{fake: &fakex402.Options{Resources: []fakex402.Resource{{Path: "/x", Scenario: tc.scenario}}}})
+		skew := tc.skew
+		if skew == 0 {
+			skew = x402.DefaultClockSkew
+		}
+		t.Run(fmt.Sprintf("%s/skew=%s", tc.scenario, skew), func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{fake: &fakex402.Options{Resources: []fakex402.Resource{{Path: "/x", Scenario: tc.scenario}}},
+				skew: tc.skew})
 			r := f.request("k-x", "/x", 5)
 			if _, err := f.fetch(r); !errors.Is(err, pay.ErrRailUnavailable) {
 				t.Fatalf("first: %v", err)
@@ -600,15 +609,16 @@ func TestExpiryResolvedByChain(t *testing.T) {
 				t.Fatalf("settling has no outcome yet: %v %+v", err, res)
 			}
 			// Expired and final by the local clock, which may be ahead of
-			// the chain's: an unused authorization is not declined yet.
-			f.advance(DefaultMaxTimeout + DefaultFinality + time.Minute)
+			// the chain's: an unused authorization is not declined while
+			// the deployment's margin lasts.
+			f.advance(fakex402.DefaultMaxTimeout*time.Second + DefaultFinality + skew - time.Second)
 			if _, err := f.pay.Reconcile(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if st, want := f.settledStatus(r), map[bool]pay.Status{true: pay.StatusSettled, false: pay.StatusSettling}[tc.status == pay.StatusSettled]; st != want {
 				t.Fatalf("within the clock skew margin: status %s, want %s", st, want)
 			}
-			f.advance(x402.DefaultClockSkew)
+			f.advance(time.Second)
 			if _, err := f.pay.Reconcile(t.Context()); err != nil {
 				t.Fatal(err)
 			}

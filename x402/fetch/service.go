@@ -128,6 +128,11 @@ type Options struct {
 	// Finality is how long after validBefore the chain's answer is
 	// trusted. Default DefaultFinality.
 	Finality time.Duration
+	// ClockSkew is how far this machine's clock may run ahead of the
+	// chain's: an unused authorization is declined only once the local
+	// clock is past validBefore + Finality + ClockSkew. Default
+	// x402.DefaultClockSkew; it cannot be switched off (x402.Resolver).
+	ClockSkew time.Duration
 	// Skew is how far before now an authorization is valid from (the
 	// resource's clock may lag). Default DefaultSkew.
 	Skew time.Duration
@@ -152,6 +157,7 @@ type Service struct {
 	payer    *x402.Payer
 	chain    x402.ChainReader
 	finality time.Duration
+	chainLag time.Duration // Options.ClockSkew
 	skew     time.Duration
 	now      func() time.Time
 	logger   *slog.Logger
@@ -174,9 +180,12 @@ func New(o Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{st: o.Store, log: o.Log, wallet: o.Wallet, policy: o.Policy, urls: o.URLs, chain: o.Chain,
-		finality: o.Finality, skew: o.Skew, now: o.Now, logger: o.Logger}
+		finality: o.Finality, chainLag: o.ClockSkew, skew: o.Skew, now: o.Now, logger: o.Logger}
 	if s.finality <= 0 {
 		s.finality = DefaultFinality
+	}
+	if s.chainLag <= 0 {
+		s.chainLag = x402.DefaultClockSkew
 	}
 	if s.skew <= 0 {
 		s.skew = DefaultSkew
