@@ -203,7 +203,7 @@ func (r *rail) resolve(ctx context.Context, req settle.SettleRequest, rec *recor
 			return settle.Settlement{}, fmt.Errorf("%w: the kill switch is engaged: the stored authorization is not sent again", settle.ErrUnknownOutcome)
 		}
 	}
-	rv := x402.Resolver{Payer: s.payer, Chain: s.chain, Finality: s.finality, ClockSkew: s.chainLag, Now: s.now}
+	rv := x402.Resolver{Payer: s.payer, Chain: s.chain, Finality: s.finality, ClockSkew: s.clockSkew, Now: s.now}
 	res, pr, err := rv.Resolve(ctx, x402.Attempt{Method: rec.Method, URL: rec.URL, Header: rec.Header, Body: rec.Body,
 		Payment: a.Payment, Network: a.Requirements.Network, Asset: asset, From: from, Nonce: nonce, ValidBefore: a.ValidBefore})
 	switch {

@@ -157,10 +157,12 @@ type Service struct {
 	payer    *x402.Payer
 	chain    x402.ChainReader
 	finality time.Duration
-	chainLag time.Duration // Options.ClockSkew
-	skew     time.Duration
-	now      func() time.Time
-	logger   *slog.Logger
+	// clockSkew is Options.ClockSkew, passed to the Resolver as is: it
+	// reads 0 or less as x402.DefaultClockSkew.
+	clockSkew time.Duration
+	skew      time.Duration // Options.Skew: how far back validAfter is dated
+	now       func() time.Time
+	logger    *slog.Logger
 
 	mu    sync.RWMutex
 	books *pay.Books
@@ -180,12 +182,9 @@ func New(o Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{st: o.Store, log: o.Log, wallet: o.Wallet, policy: o.Policy, urls: o.URLs, chain: o.Chain,
-		finality: o.Finality, chainLag: o.ClockSkew, skew: o.Skew, now: o.Now, logger: o.Logger}
+		finality: o.Finality, clockSkew: o.ClockSkew, skew: o.Skew, now: o.Now, logger: o.Logger}
 	if s.finality <= 0 {
 		s.finality = DefaultFinality
-	}
-	if s.chainLag <= 0 {
-		s.chainLag = x402.DefaultClockSkew
 	}
 	if s.skew <= 0 {
 		s.skew = DefaultSkew
