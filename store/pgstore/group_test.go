@@ -371,18 +371,7 @@ func TestGuessedAbsentButPresent(t *testing.T) {
 	st := open(t, schemaFor(t, t.Name()))
 	defer st.Close()
 	ctx := context.Background()
-	// Misses that all turn out absent teach the committer to guess.
-	for i := range 300 {
-		if err := st.Update(ctx, func(txn store.Txn) error {
-			k := []byte(fmt.Sprint("new/", i))
-			if _, err := txn.Get(k); !errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("new key: %v", err)
-			}
-			return txn.Set(k, nil)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	teachGuessing(t, st)
 	raw := rawConn(t)
 	if _, err := raw.Exec(ctx, "INSERT INTO "+pgstore.SchemaForTest(st)+".kv (k, v) VALUES ('elsewhere', 'v')"); err != nil {
 		t.Fatal(err)
@@ -402,6 +391,80 @@ func TestGuessedAbsentButPresent(t *testing.T) {
 	}
 	if st.Stats().Stale == before.Stale {
 		t.Error("the key was not guessed absent first (Stats.Stale unchanged): the test no longer tests the guess")
+	}
+}
+
+// teachGuessing commits misses that all turn out absent, which teach
+// st's committer to guess that keys it has not seen are absent.
+func teachGuessing(t *testing.T, st *pgstore.Store) {
+	t.Helper()
+	for i := range 300 {
+		if err := st.Update(context.Background(), func(txn store.Txn) error {
+			k := []byte(fmt.Sprint("new/", i))
+			if _, err := txn.Get(k); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("new key: %v", err)
+			}
+			return txn.Set(k, nil)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBlindWriteOfPresentKey: a key set without being read, which the
+// committer has never seen, is inserted as new while it guesses; when
+// another process wrote it, the group runs again and overwrites it, and
+// the other writes of the group land once. Before the committer guesses,
+// such a key is upserted at once.
+func TestBlindWriteOfPresentKey(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		guessing  bool
+		wantStale uint64
+	}{
+		{"guessing", true, 1},
+		{"not yet guessing", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := open(t, schemaFor(t, t.Name()))
+			defer st.Close()
+			if tc.guessing {
+				teachGuessing(t, st)
+			}
+			raw := rawConn(t)
+			if _, err := raw.Exec(ctx, "INSERT INTO "+pgstore.SchemaForTest(st)+".kv (k, v) VALUES ('elsewhere', 'old')"); err != nil {
+				t.Fatal(err)
+			}
+			before := st.Stats()
+			runs := 0
+			if err := st.Update(ctx, func(txn store.Txn) error {
+				runs++
+				if err := txn.Set([]byte("fresh"), []byte("f")); err != nil {
+					return err
+				}
+				return txn.Set([]byte("elsewhere"), []byte("new"))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range map[string]string{"elsewhere": "new", "fresh": "f"} {
+				if v, _ := get(t, st, k); v != want {
+					t.Errorf("%s = %q, want %q", k, v, want)
+				}
+			}
+			if got := st.Stats().Stale - before.Stale; got != tc.wantStale {
+				t.Errorf("Stats.Stale grew by %d, want %d (the function ran %d times)", got, tc.wantStale, runs)
+			}
+			// Now cached: a second blind write upserts at once.
+			before = st.Stats()
+			set(t, st, "elsewhere", "newer")
+			if v, _ := get(t, st, "elsewhere"); v != "newer" {
+				t.Errorf("elsewhere = %q, want newer", v)
+			}
+			if st.Stats().Reruns != before.Reruns {
+				t.Error("a blind write of a key the committer wrote ran its group again")
+			}
+		})
 	}
 }
 

@@ -19,7 +19,7 @@
 // # Group commit
 //
 // Every Update of a process goes through one committer goroutine, which
-// commits concurrent Updates together in one SERIALIZABLE transaction, as
+// commits concurrent Updates together in one database transaction, as
 // package pebblestore shares one fsync among them. The committer takes the
 // queued Updates in arrival order and runs their functions one after
 // another. A function's writes go to a private overlay and are folded into
@@ -29,13 +29,15 @@
 // the queue is empty, or the group holds [Options.MaxGroup] transactions
 // or has run for 5 ms, the committer runs the group's commit hooks
 // ([store.Committer]) and sends the group's net writes (one insert of the
-// keys it saw absent, one upsert of the other keys set, one delete of the
-// keys deleted), with a commit marker and COMMIT, in one round trip, and
-// waits for the answer before it runs the next group. Transactions are
-// serializable:
-// within the process they run one at a time, each seeing all earlier ones;
-// between processes, PostgreSQL's serializable isolation orders the
-// groups. The functions run on the committer goroutine, so they must not
+// keys it read as absent or wrote blind while it guesses them new, one
+// upsert of the other keys set, one delete of the keys deleted), with a
+// commit marker and COMMIT, in one round trip, and waits for the answer
+// before it runs the next group. Transactions are serializable: within
+// the process they run one at a time, each seeing all earlier ones;
+// between processes on PostgreSQL, the commit lock (below) runs the
+// groups one at a time, each a REPEATABLE READ transaction whose snapshot
+// is taken under the lock, and on CockroachDB serializable isolation
+// orders them. The functions run on the committer goroutine, so they must not
 // block on other Updates; a function that panics has its transaction
 // dropped and the panic re-raised in its caller.
 //
@@ -430,7 +432,10 @@ const staleMessage = "pgstore: a value this process cached has changed; its grou
 
 const (
 	beginSerializable = "BEGIN ISOLATION LEVEL SERIALIZABLE"
-	beginSnapshot     = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+	// beginUnderLock begins a transaction that takes the commit lock
+	// (queueBegin).
+	beginUnderLock = "BEGIN ISOLATION LEVEL REPEATABLE READ"
+	beginSnapshot  = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 	// asyncCommit switches off the wait for the WAL flush of the
 	// transaction it runs in, and of no other: see UpdateDeferred.
 	asyncCommit = "SET LOCAL synchronous_commit = off"
