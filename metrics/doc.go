@@ -30,6 +30,8 @@
 //	countersign_store_commit_group_size                       histogram
 //	countersign_store_commit_seconds                          histogram
 //	countersign_store_commit_errors_total                     counter
+//	countersign_store_group_run_seconds                       histogram (PostgreSQL)
+//	countersign_store_commit_lock_wait_seconds                histogram (PostgreSQL)
 //	countersign_webhook_deliveries_total{outcome}             counter
 //	countersign_webhook_outbox_depth                          gauge (WatchOutbox)
 //	countersign_sse_subscribers                               gauge (WatchHub)

@@ -94,6 +94,8 @@ type Metrics struct {
 	commitGroup   prometheus.Histogram
 	commitSeconds prometheus.Histogram
 	commitErrors  prometheus.Counter
+	groupRun      prometheus.Histogram
+	lockWait      prometheus.Histogram
 
 	webhookDelivered prometheus.Counter
 	webhookRetrying  prometheus.Counter
@@ -161,12 +163,22 @@ func New(opts *Options) *Metrics {
 	})
 	m.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "store", Name: "commit_seconds",
-		Help:    "Time to write and sync one group commit of the store (the fsync latency every acknowledged write waits for).",
+		Help:    "Time to write and sync one group commit of the store, which every acknowledged write waits for: Pebble's write and fsync; PostgreSQL's commit round trip (the statements, the WAL flush, the wire).",
 		Buckets: CommitBuckets,
 	})
 	m.commitErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "store", Name: "commit_errors_total",
-		Help: "Group commits of the store that failed; after one the store refuses writes.",
+		Help: "Group commits of the store that failed, nothing of them written; after one, Pebble refuses every write.",
+	})
+	m.groupRun = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "store", Name: "group_run_seconds",
+		Help:    "Time the PostgreSQL store's committer ran one group's functions and commit hooks, every attempt, before its commit.",
+		Buckets: CommitBuckets,
+	})
+	m.lockWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "store", Name: "commit_lock_wait_seconds",
+		Help:    "Wait of one group of the PostgreSQL store for the commit lock taken before its functions run (zero unless another server committed lately).",
+		Buckets: CommitBuckets,
 	})
 
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -178,7 +190,7 @@ func New(opts *Options) *Metrics {
 	m.webhookFailed = deliveries.WithLabelValues("failed")
 
 	m.reg.MustRegister(m.httpRequests, m.httpDuration, gate, m.settlements, m.entries,
-		m.commitGroup, m.commitSeconds, m.commitErrors, deliveries)
+		m.commitGroup, m.commitSeconds, m.commitErrors, m.groupRun, m.lockWait, deliveries)
 
 	m.handler = promhttp.InstrumentMetricHandler(m.reg, promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
@@ -455,12 +467,30 @@ func decodeOutcome(data []byte) string {
 //	OnCommit: func(ci pebblestore.CommitInfo) { m.ObserveStoreCommit(ci.Txns, ci.Sync, ci.Err) }
 //
 // A driver without group commit reports each transaction with txns 1.
+// With pgstore, whose commit is a round trip, see ObserveStoreGroup.
 func (m *Metrics) ObserveStoreCommit(txns int, sync time.Duration, err error) {
 	m.commitGroup.Observe(float64(txns))
 	m.commitSeconds.Observe(sync.Seconds())
 	if err != nil {
 		m.commitErrors.Inc()
 	}
+}
+
+// ObserveStoreGroup records the rest of a group's time in a store whose
+// committer runs the functions itself and then commits: how long they
+// ran, and how long the group waited for a lock before they could. With
+// pgstore:
+//
+//	OnCommit: func(ci pgstore.CommitInfo) {
+//		m.ObserveStoreCommit(ci.Txns, ci.Commit, ci.Err)
+//		m.ObserveStoreGroup(ci.Run, ci.Lock)
+//	}
+//
+// Run, lock wait and commit, one group after another, are the chain
+// every write waits in.
+func (m *Metrics) ObserveStoreGroup(run, lockWait time.Duration) {
+	m.groupRun.Observe(run.Seconds())
+	m.lockWait.Observe(lockWait.Seconds())
 }
 
 // ---- webhooks ----

@@ -140,7 +140,7 @@ func TestMetricsStoreCommits(t *testing.T) {
 	m.ObserveStoreCommit(3, 2*time.Millisecond, nil)
 	m.ObserveStoreCommit(200, 40*time.Millisecond, errors.New("fsync: input/output error"))
 	compare(t, m, `
-# HELP countersign_store_commit_errors_total Group commits of the store that failed; after one the store refuses writes.
+# HELP countersign_store_commit_errors_total Group commits of the store that failed, nothing of them written; after one, Pebble refuses every write.
 # TYPE countersign_store_commit_errors_total counter
 countersign_store_commit_errors_total 1
 # HELP countersign_store_commit_group_size Transactions made durable by one group commit of the store.
@@ -167,6 +167,28 @@ countersign_store_commit_group_size_count 3
 	for le, n := range want {
 		if got[le] != n {
 			t.Errorf("commit seconds bucket le=%v: %d, want %d (all: %v)", le, got[le], n, got)
+		}
+	}
+}
+
+func TestMetricsStoreGroups(t *testing.T) {
+	m := New(nil)
+	m.ObserveStoreGroup(2*time.Millisecond, 0)
+	m.ObserveStoreGroup(150*time.Microsecond, 5*time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		want map[float64]uint64
+	}{
+		// 150 µs lands in the 200 µs bucket, 2 ms in 3.2 ms.
+		{"countersign_store_group_run_seconds", map[float64]uint64{0.0001: 0, 0.0002: 1, 0.0016: 1, 0.0032: 2}},
+		// 0 in the first bucket, 5 ms in 6.4 ms.
+		{"countersign_store_commit_lock_wait_seconds", map[float64]uint64{0.0001: 1, 0.0032: 1, 0.0064: 2}},
+	} {
+		got := histogramBuckets(t, m, tc.name)
+		for le, n := range tc.want {
+			if got[le] != n {
+				t.Errorf("%s bucket le=%v: %d, want %d (all: %v)", tc.name, le, got[le], n, got)
+			}
 		}
 	}
 }

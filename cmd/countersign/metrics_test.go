@@ -92,6 +92,56 @@ func sample(body, series string) (float64, bool) {
 	return 0, false
 }
 
+// payAndScrape makes one sandbox payment through the server at base and
+// returns a scrape of its metrics.
+func payAndScrape(t *testing.T, base, sandbox, metricsURL string) string {
+	t.Helper()
+	var payOut, payErr bytes.Buffer
+	if code := run(context.Background(), []string{"pay", "--url", base, "--agent-key", filepath.Join(sandbox, "agent.jwk.json"),
+		"--credential", filepath.Join(sandbox, "agent-credential.txt"), "--mandate", filepath.Join(sandbox, "mandate.jws"),
+		"--payee", "acct:seller.example", "--amount", "1250", "--currency", "USD", "--rail", "sandbox-card",
+		"--idempotency-key", "k-metrics"}, &payOut, &payErr); code != 0 || !strings.HasPrefix(payOut.String(), "200 OK") {
+		t.Fatalf("pay: exit %d\n%s%s", code, payOut.String(), payErr.String())
+	}
+	resp, body := get(t, metricsURL+"/metrics")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("scrape: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return string(body)
+}
+
+// TestServeStoreMetricsOnPostgres: with --store postgres://… the store's
+// commits are in the metrics too, with where each group's time went.
+func TestServeStoreMetricsOnPostgres(t *testing.T) {
+	storeURL := pgTestStore(t, "metrics")
+	dir := filepath.Join(t.TempDir(), "data")
+	out, _ := startServeBanner(t, "--addr", "127.0.0.1:0", "--data", dir, "--sandbox-latency", "off",
+		"--store", storeURL, "--metrics-addr", "127.0.0.1:0")
+	banner := out.String()
+	mm := metricsLine.FindStringSubmatch(banner)
+	if mm == nil {
+		t.Fatalf("the banner does not name the metrics listener:\n%s", banner)
+	}
+	text := payAndScrape(t, listenLine.FindStringSubmatch(banner)[1], filepath.Join(dir, "sandbox"), "http://"+mm[1])
+	for series, least := range map[string]float64{
+		`countersign_store_commit_group_size_count`:        1,
+		`countersign_store_commit_group_size_sum`:          1,
+		`countersign_store_commit_seconds_count`:           1,
+		`countersign_store_commit_seconds_sum`:             1e-9,
+		`countersign_store_group_run_seconds_count`:        1,
+		`countersign_store_group_run_seconds_sum`:          1e-9,
+		`countersign_store_commit_lock_wait_seconds_count`: 1,
+		`countersign_settlements_total{outcome="settled"}`: 1,
+	} {
+		if v, ok := sample(text, series); !ok || v < least {
+			t.Errorf("%s = %v (present %v), want at least %v", series, v, ok, least)
+		}
+	}
+	if v, ok := sample(text, `countersign_store_commit_errors_total`); !ok || v != 0 {
+		t.Errorf("countersign_store_commit_errors_total = %v (present %v), want 0", v, ok)
+	}
+}
+
 // TestServeMetricsAndPprof runs serve with both operator listeners, makes a
 // payment, and finds it in the metrics; the API listener still answers
 // /metrics as an unknown route, to an agent credential and to an operator
@@ -107,21 +157,8 @@ func TestServeMetricsAndPprof(t *testing.T) {
 		t.Fatalf("the banner does not name the operator's listeners:\n%s", banner)
 	}
 	metricsURL, pprofURL := "http://"+mm[1], "http://"+pm[1]
-
 	sandbox := filepath.Join(dir, "sandbox")
-	var payOut, payErr bytes.Buffer
-	if code := run(context.Background(), []string{"pay", "--url", base, "--agent-key", filepath.Join(sandbox, "agent.jwk.json"),
-		"--credential", filepath.Join(sandbox, "agent-credential.txt"), "--mandate", filepath.Join(sandbox, "mandate.jws"),
-		"--payee", "acct:seller.example", "--amount", "1250", "--currency", "USD", "--rail", "sandbox-card",
-		"--idempotency-key", "k-metrics"}, &payOut, &payErr); code != 0 || !strings.HasPrefix(payOut.String(), "200 OK") {
-		t.Fatalf("pay: exit %d\n%s%s", code, payOut.String(), payErr.String())
-	}
-
-	resp, body := get(t, metricsURL+"/metrics")
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		t.Fatalf("scrape: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	text := string(body)
+	text := payAndScrape(t, base, sandbox, metricsURL)
 	for series, least := range map[string]float64{
 		`countersign_gate_decisions_total{outcome="allow"}`:                  1,
 		`countersign_settlements_total{outcome="settled"}`:                   1,
@@ -206,7 +243,7 @@ func TestServeMetricsAndPprof(t *testing.T) {
 
 	// The scrape is counted: the metrics listener's own requests are not
 	// API requests.
-	_, body = get(t, metricsURL+"/metrics")
+	_, body := get(t, metricsURL+"/metrics")
 	if v, _ := sample(string(body), `promhttp_metric_handler_requests_total{code="200"}`); v < 1 {
 		t.Errorf("scrapes are not counted:\n%s", body)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/pgstore"
 )
 
 // pgTestStore returns a --store URL on a schema of its own in the test
@@ -48,7 +49,7 @@ func pgTestStore(t *testing.T, prefix string) (storeURL string) {
 // openTestStore opens a --store URL the way serve does.
 func openTestStore(t *testing.T, storeURL string) store.Store {
 	t.Helper()
-	st, err := openStore(context.Background(), serveConfig{store: storeURL}, nil, quietLogger())
+	st, err := openStore(context.Background(), serveConfig{store: storeURL}, nil, &pgstore.Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -337,13 +337,18 @@ func newServer(ctx context.Context, cfg serveConfig, addr string, logger *slog.L
 	// commits pay nothing for them.
 	var m *metrics.Metrics
 	storeOpts := &pebblestore.Options{Logger: logger}
+	pgOpts := &pgstore.Options{Logger: logger}
 	if cfg.metricsAddr != "" {
 		m = metrics.New(&metrics.Options{Logger: logger})
 		storeOpts.OnCommit = func(ci pebblestore.CommitInfo) { m.ObserveStoreCommit(ci.Txns, ci.Sync, ci.Err) }
+		pgOpts.OnCommit = func(ci pgstore.CommitInfo) {
+			m.ObserveStoreCommit(ci.Txns, ci.Commit, ci.Err)
+			m.ObserveStoreGroup(ci.Run, ci.Lock)
+		}
 		opts.Metrics = m
 		opts.Webhook.OnDelivery = m.ObserveWebhookDelivery
 	}
-	st, err := openStore(ctx, cfg, storeOpts, logger)
+	st, err := openStore(ctx, cfg, storeOpts, pgOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -592,7 +597,7 @@ func (s *server) close() {
 
 // openStore opens the state: PostgreSQL when --store names a database,
 // else Pebble in the data directory.
-func openStore(ctx context.Context, cfg serveConfig, pebbleOpts *pebblestore.Options, logger *slog.Logger) (store.Store, error) {
+func openStore(ctx context.Context, cfg serveConfig, pebbleOpts *pebblestore.Options, pgOpts *pgstore.Options) (store.Store, error) {
 	if u := cfg.store; u != "" {
 		if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 			return nil, fmt.Errorf("--store %q: want a postgres:// URL, or nothing for Pebble in the data directory", u)
@@ -607,7 +612,9 @@ func openStore(ctx context.Context, cfg serveConfig, pebbleOpts *pebblestore.Opt
 			pu.RawQuery = q.Encode()
 			u = pu.String()
 		}
-		st, err := pgstore.Open(ctx, u, &pgstore.Options{Logger: logger, Schema: schema})
+		o := *pgOpts
+		o.Schema = schema
+		st, err := pgstore.Open(ctx, u, &o)
 		if err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}

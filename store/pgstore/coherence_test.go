@@ -119,3 +119,30 @@ func TestSessionSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestOnCommitLockWait: a group that takes the commit lock before its
+// functions run reports the wait apart from the functions' time.
+func TestOnCommitLockWait(t *testing.T) {
+	ctx := context.Background()
+	schema := schemaFor(t, t.Name())
+	var got []pgstore.CommitInfo
+	a, err := pgstore.Open(ctx, dbURL(t), &pgstore.Options{Schema: schema,
+		OnCommit: func(ci pgstore.CommitInfo) { got = append(got, ci) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := open(t, schema)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	pgstore.LockFirstForTest(a, time.Hour)
+
+	set(t, a, "x", "1")
+	set(t, b, "x", "2")
+	set(t, a, "y", "1") // a sees b's change: its groups take the lock first from now on
+	if got[len(got)-1].Lock != 0 {
+		t.Errorf("a group run before a saw another process waited %v for the lock", got[len(got)-1].Lock)
+	}
+	set(t, a, "y", "2")
+	if last := got[len(got)-1]; last.Lock <= 0 || last.Txns != 1 {
+		t.Errorf("a group that took the lock first: %+v, want its wait for the lock measured", last)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -138,11 +139,13 @@ func (s *Store) committer() {
 // commits them.
 func (s *Store) runGroup(first *request) {
 	g := &group{s: s, reads: map[string]readEntry{}, attempt: 1, start: time.Now()}
+	g.cost.start = g.start
 	if s.lockFirst() {
 		g.beginLocked()
 		// The wait for the lock does not count against the time the
 		// functions may run: the Updates queued meanwhile join.
 		g.start = time.Now()
+		g.cost.Lock += g.start.Sub(g.cost.start)
 	}
 	g.take(first)
 	for !g.full() {
@@ -154,6 +157,7 @@ func (s *Store) runGroup(first *request) {
 		}
 		break
 	}
+	g.cost.Run += time.Since(g.start)
 	g.settle()
 }
 
@@ -165,6 +169,13 @@ type group struct {
 	taken   int
 	attempt int
 	start   time.Time
+	// cost is where the group's time went, for Options.OnCommit;
+	// cost.start is when the group began.
+	cost struct {
+		CommitInfo
+		start time.Time
+		sent  bool // a commit round trip was made
+	}
 
 	// The current attempt.
 	conn  *pgxpool.Conn
@@ -193,6 +204,7 @@ type commitPlan struct {
 	b              *pgx.Batch
 	tag            pgconn.CommandTag
 	checkK, checkV [][]byte // the cached and guessed values to check
+	checkG         []bool   // which of them were guessed
 	blind          int      // keys inserted blind (queueWrites)
 	writes         bool
 	mark           bool
@@ -296,13 +308,37 @@ const (
 // allowed, and answers every request.
 func (g *group) settle() {
 	for {
-		if g.prepare() {
+		t := time.Now()
+		sending := g.prepare()
+		g.cost.Run += time.Since(t)
+		if sending {
+			t = time.Now()
 			g.send()
+			g.cost.Commit += time.Since(t)
+			g.cost.sent = true
 		}
 		if g.finish() {
 			return
 		}
 	}
+}
+
+// report tells Options.OnCommit what the group cost and came to (err:
+// what its Updates were answered), if it sent a commit.
+func (g *group) report(err error) {
+	if g.s.onCommit == nil || !g.cost.sent {
+		return
+	}
+	ci := g.cost.CommitInfo
+	ci.Attempts, ci.Deferred, ci.Err = g.attempt, g.plan.async, err
+	if err == nil {
+		for _, r := range g.reqs {
+			if r.ok {
+				ci.Txns++
+			}
+		}
+	}
+	g.s.onCommit(ci)
 }
 
 // finish lands the current attempt and answers the group, or prepares the
@@ -312,14 +348,18 @@ func (g *group) finish() bool {
 	out, err := g.land()
 	switch out {
 	case committed:
+		g.report(err)
 		g.answer(err)
 		return true
 	case faulted:
+		g.report(err)
 		g.answerAll(err)
 		return true
 	}
 	if g.attempt >= s.attempts {
-		g.answerAll(fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, err))
+		err = fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, err)
+		g.report(err)
+		g.answerAll(err)
 		return true
 	}
 	s.reruns.Add(1)
@@ -329,7 +369,9 @@ func (g *group) finish() bool {
 	if out == conflict {
 		pause(g.attempt)
 	}
+	t := time.Now()
 	g.rerun()
+	g.cost.Run += time.Since(t) // the wait for the lock is split off in rerun
 	return false
 }
 
@@ -359,7 +401,11 @@ func (g *group) rerun() {
 	clear(g.reqs[len(reqs):])
 	g.reqs = reqs
 	if len(g.reqs) > 0 && g.s.lockFirst() && !g.begun {
+		t := time.Now()
 		g.beginLocked()
+		d := time.Since(t)
+		g.cost.Lock += d
+		g.cost.Run -= d
 	}
 	for _, r := range g.reqs {
 		if g.broken != nil {
@@ -431,6 +477,7 @@ func (g *group) prepare() bool {
 			continue
 		}
 		p.checkK = append(p.checkK, []byte(k))
+		p.checkG = append(p.checkG, e.guessed)
 		if e.present {
 			p.checkV = append(p.checkV, e.v)
 		} else {
@@ -458,7 +505,7 @@ func (g *group) prepare() bool {
 		s.queueChanges(b, &p.foreign, &p.foreignOK)
 	}
 	if len(p.checkK) > 0 {
-		b.Queue(s.q.guard, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV))
+		b.Queue(s.q.guard, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV), pgtype.FlatArray[bool](p.checkG))
 	}
 	if p.writes {
 		g.queueWrites(b)
@@ -531,6 +578,17 @@ func (g *group) conclude(err error) (outcome, error) {
 		// batch, COMMIT included: nothing was written.
 		g.endTxn()
 		switch {
+		case pe.Code == "22P02" && len(p.checkK) > 0 && strings.Contains(pe.Message, guessMessage):
+			// The guard refused guesses only: keys this process had
+			// not seen, taken to be absent, are present (say, a lease
+			// renewed every few seconds, whose value left the cache).
+			// Nothing says another process wrote anything, so no
+			// commit lock first for the next second: learn what the
+			// database holds for the keys checked, in the transaction
+			// that the next attempt commits.
+			g.refresh()
+			s.stale.Add(1)
+			return again, err
 		case pe.Code == "22P02" && len(p.checkK) > 0:
 			// The guard (nothing else in the batch casts text): a
 			// cached or guessed value was wrong. Learn what the database

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -368,9 +369,15 @@ func TestCachedValueChangedElsewhere(t *testing.T) {
 // has not seen are absent, a key another process wrote is still read
 // with its value.
 func TestGuessedAbsentButPresent(t *testing.T) {
-	st := open(t, schemaFor(t, t.Name()))
-	defer st.Close()
 	ctx := context.Background()
+	var groups []pgstore.CommitInfo
+	st, err := pgstore.Open(ctx, dbURL(t), &pgstore.Options{Schema: schemaFor(t, t.Name()),
+		OnCommit: func(ci pgstore.CommitInfo) { groups = append(groups, ci) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pgstore.LockFirstForTest(st, time.Hour)
 	teachGuessing(t, st)
 	raw := rawConn(t)
 	if _, err := raw.Exec(ctx, "INSERT INTO "+pgstore.SchemaForTest(st)+".kv (k, v) VALUES ('elsewhere', 'v')"); err != nil {
@@ -391,6 +398,12 @@ func TestGuessedAbsentButPresent(t *testing.T) {
 	}
 	if st.Stats().Stale == before.Stale {
 		t.Error("the key was not guessed absent first (Stats.Stale unchanged): the test no longer tests the guess")
+	}
+	// A wrong guess says nothing of other processes: the next groups do
+	// not take the commit lock before their functions run.
+	set(t, st, "after", "1")
+	if last := groups[len(groups)-1]; last.Lock != 0 || last.Attempts != 1 {
+		t.Errorf("the group after a wrong guess: %+v, want one attempt and no wait for the lock", last)
 	}
 }
 
@@ -534,5 +547,66 @@ func TestDeferredThenBarrier(t *testing.T) {
 	if n2 != n0+2 || n3 != n2 {
 		t.Errorf("markers: %d, then %d after a deferred commit and an empty Update, then %d after another; want %d, %d, %d",
 			n0, n2, n3, n0, n0+2, n0+2)
+	}
+}
+
+// TestOnCommit: Options.OnCommit hears of every group that sent a
+// commit, with what it came to and where its time went, and of no other.
+func TestOnCommit(t *testing.T) {
+	ctx := context.Background()
+	setK := func(txn store.Txn) error { return txn.Set([]byte("k"), []byte("v")) }
+	for _, tc := range []struct {
+		name    string
+		prepare func(*pgstore.Store)
+		update  func(*pgstore.Store) error
+		want    []pgstore.CommitInfo // Run, Commit and Lock are checked apart
+		wantErr error
+	}{
+		{"committed", nil,
+			func(st *pgstore.Store) error { return st.Update(ctx, setK) },
+			[]pgstore.CommitInfo{{Txns: 1, Attempts: 1}}, nil},
+		{"deferred", nil,
+			func(st *pgstore.Store) error { return st.UpdateDeferred(ctx, setK) },
+			[]pgstore.CommitInfo{{Txns: 1, Attempts: 1, Deferred: true}}, nil},
+		{"ran again after a conflict", func(st *pgstore.Store) { pgstore.RefuseCommitsForTest(st, 1) },
+			func(st *pgstore.Store) error { return st.Update(ctx, setK) },
+			[]pgstore.CommitInfo{{Txns: 1, Attempts: 2}}, nil},
+		{"a function's own error sends no commit", nil,
+			func(st *pgstore.Store) error {
+				return st.Update(ctx, func(store.Txn) error { return errors.New("refused") })
+			},
+			nil, nil},
+		{"outcome unknown", func(st *pgstore.Store) { pgstore.LoseCommitAnswersForTest(st, true, false) },
+			func(st *pgstore.Store) error { return st.Update(ctx, setK) },
+			[]pgstore.CommitInfo{{Attempts: 1}}, store.ErrFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []pgstore.CommitInfo
+			st, err := pgstore.Open(ctx, dbURL(t), &pgstore.Options{Schema: schemaFor(t, t.Name()),
+				OnCommit: func(ci pgstore.CommitInfo) { got = append(got, ci) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if tc.prepare != nil {
+				tc.prepare(st)
+			}
+			_ = tc.update(st)
+			if len(got) != len(tc.want) {
+				t.Fatalf("OnCommit called %d times (%+v), want %d", len(got), got, len(tc.want))
+			}
+			for i, ci := range got {
+				if ci.Commit <= 0 || ci.Run <= 0 || ci.Lock != 0 {
+					t.Errorf("group %d: Run %v, Commit %v, Lock %v: want Run and Commit measured, no wait for the lock", i, ci.Run, ci.Commit, ci.Lock)
+				}
+				if !errors.Is(ci.Err, tc.wantErr) || (tc.wantErr == nil) != (ci.Err == nil) {
+					t.Errorf("group %d: Err %v, want %v", i, ci.Err, tc.wantErr)
+				}
+				ci.Run, ci.Commit, ci.Err = 0, 0, nil
+				if ci != tc.want[i] {
+					t.Errorf("group %d: %+v, want %+v", i, ci, tc.want[i])
+				}
+			}
+		})
 	}
 }

@@ -117,9 +117,14 @@
 // snapshot; and every group that writes logs the keys it changed, so that
 // each process brings its cache up to date with the others' changes when
 // it takes the lock. A process that has seen another's change lately
-// takes the lock before its group's functions run, so that they read
-// current values and the group commits at once; coherence.go has the
-// design. Should a cached value still be stale (a writer outside this
+// (a row in that log, or a cached value the check refused) takes the
+// lock before its group's functions run, so that they read current
+// values and the group commits at once; coherence.go has the design. A
+// check that refused only guesses (keys the cache did not hold, taken to
+// be absent, such as a lease renewed every few seconds whose value left
+// the cache under load) says nothing of other processes: the committer
+// reads those keys in the transaction the next attempt commits, and
+// does not take the lock first afterwards. Should a cached value still be stale (a writer outside this
 // package), the check refuses it and the group runs again, as above;
 // PostgreSQL's log then shows the check's error ("invalid input syntax
 // for type integer: "pgstore: a value this process cached has changed;
@@ -193,6 +198,42 @@ type Options struct {
 	// Logger receives retries at Debug and the store's faults at Error.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// OnCommit, if set, is called by the committer after every group
+	// that sent a commit, committed or not, with what it cost; metrics
+	// hang here. It runs on the committer goroutine between groups, so
+	// it must be cheap and must not call back into the store.
+	OnCommit func(CommitInfo)
+}
+
+// CommitInfo describes one group, for [Options.OnCommit]: where the
+// committer's time went. The committer runs one group at a time, so the
+// sum of Lock, Run and Commit over the groups, with the pauses before a
+// group runs again after a conflict, is the chain every Update waits in.
+type CommitInfo struct {
+	// Txns is the number of Updates the group committed; 0 when it
+	// failed.
+	Txns int
+	// Attempts is the number of times the group's functions ran: 1
+	// unless a conflict, a stale cached value or a dropped connection
+	// ran it again.
+	Attempts int
+	// Lock is the wait for the commit lock taken before the functions
+	// ran, with the read of the other processes' changes (zero unless
+	// another process committed lately).
+	Lock time.Duration
+	// Run is the time the functions and commit hooks ran, every attempt,
+	// with the reads from the database they waited for.
+	Run time.Duration
+	// Commit is the time the commit's round trips took, every attempt:
+	// the statements, the WAL flush (unless Deferred) and the wire.
+	Commit time.Duration
+	// Deferred reports a commit that did not wait for its WAL flush
+	// (every Update of the group was an UpdateDeferred).
+	Deferred bool
+	// Err is the error every Update of the group was answered with
+	// (store.ErrUnavailable, store.ErrFailed, ...); nil when it
+	// committed. A function's own error is not a commit's.
+	Err error
 }
 
 // DefaultMaxGroup is the [Options.MaxGroup] used when it is zero.
@@ -236,6 +277,7 @@ type Store struct {
 	// group (maxGroupTime; tests lengthen it).
 	groupTime time.Duration
 	log       *slog.Logger
+	onCommit  func(CommitInfo)
 	// async is set when synchronous_commit can be switched off for one
 	// transaction (PostgreSQL; not CockroachDB).
 	async bool
@@ -350,6 +392,7 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 		patience:      defaultPatience,
 		lockFirstFor:  defaultLockFirstFor,
 		log:           o.Logger,
+		onCommit:      o.OnCommit,
 		q:             newQueries(o.Schema),
 		reqs:          make(chan *request, o.MaxGroup),
 		stop:          make(chan struct{}),
@@ -427,8 +470,14 @@ type queries struct {
 }
 
 // staleMessage is the text whose cast to int fails in the guard
-// (SQLSTATE 22P02), and so appears in the database's log.
-const staleMessage = "pgstore: a value this process cached has changed; its group of transactions runs again"
+// (SQLSTATE 22P02), and so appears in the database's log; guessMessage
+// replaces it when every value that differs was a guess (a key the cache
+// did not hold, taken to be absent), which says nothing of other
+// processes.
+const (
+	staleMessage = "pgstore: a value this process cached has changed; its group of transactions runs again"
+	guessMessage = "pgstore: a key this process guessed absent is present; its group of transactions runs again"
+)
 
 const (
 	beginSerializable = "BEGIN ISOLATION LEVEL SERIALIZABLE"
@@ -446,8 +495,10 @@ func newQueries(schema string) queries {
 	// Each key is looked up on its own (a correlated subquery, kept
 	// apart by OFFSET 0): a join could be planned as a hash join over
 	// the whole table, and a connection keeps a statement's plan.
-	mismatch := " FROM (SELECT c.k, c.v, (SELECT kv.v FROM " + t + " AS kv WHERE kv.k = c.k) AS cur" +
-		" FROM unnest($1::bytea[], $2::bytea[]) AS c(k, v) OFFSET 0) AS x WHERE cur IS DISTINCT FROM v"
+	mismatch := func(params string) string {
+		return " FROM (SELECT c.*, (SELECT kv.v FROM " + t + " AS kv WHERE kv.k = c.k) AS cur" +
+			" FROM unnest(" + params + ") OFFSET 0) AS x WHERE cur IS DISTINCT FROM v"
+	}
 	q := queries{
 		get:    "SELECT v FROM " + t + " WHERE k = $1",
 		insert: "INSERT INTO " + t + " (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
@@ -468,11 +519,13 @@ func newQueries(schema string) queries {
 		// The newest row stays, so that max(seq) never goes back.
 		sweepChanges: "DELETE FROM " + schema + ".changes WHERE at < $1 AND seq < (SELECT max(seq) FROM " + schema + ".changes)",
 		getMany:      "SELECT k, v FROM " + t + " WHERE k = ANY($1::bytea[])",
-		refresh:      "SELECT k, cur" + mismatch,
+		refresh:      "SELECT k, cur" + mismatch("$1::bytea[], $2::bytea[]) AS c(k, v"),
 		// The cast of the message fails, and aborts the transaction,
 		// only when a value differs (the CASE is not a constant, so it is
 		// evaluated at run time); the database's log then says why.
-		guard: "SELECT (CASE WHEN count(*) = 0 THEN '0' ELSE '" + staleMessage + "' END)::int" + mismatch,
+		// $3 marks the guessed values.
+		guard: "SELECT (CASE WHEN count(*) = 0 THEN '0' WHEN bool_and(g) THEN '" + guessMessage + "' ELSE '" + staleMessage + "' END)::int" +
+			mismatch("$1::bytea[], $2::bytea[], $3::bool[]) AS c(k, v, g"),
 	}
 	for rev := range 2 {
 		for lo := range 3 {
