@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -144,5 +145,41 @@ func TestOnCommitLockWait(t *testing.T) {
 	set(t, a, "y", "2")
 	if last := got[len(got)-1]; last.Lock <= 0 || last.Txns != 1 {
 		t.Errorf("a group that took the lock first: %+v, want its wait for the lock measured", last)
+	}
+}
+
+// TestChangesBacklogForgotten: a store that comes back after another
+// committed more groups than it reads from the log forgets its cache
+// instead of reading every key they changed under the commit lock, and
+// still computes from current values; a short backlog is read.
+func TestChangesBacklogForgotten(t *testing.T) {
+	_, a, b := twoProcesses(t)
+	ctx := context.Background()
+	set(t, a, "x", "0") // cached by a
+	for i := range 20 {
+		set(t, b, "x", fmt.Sprint(i+1))
+	}
+	resets := pgstore.CacheResetsForTest(a)
+	if err := a.Update(ctx, copyKey("x", "y")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := get(t, a, "y"); v != "got:20" {
+		t.Errorf("y = %q, want got:20", v)
+	}
+	if got := pgstore.CacheResetsForTest(a) - resets; got != 1 {
+		t.Errorf("the cache was forgotten %d times after 20 groups of another process, want once", got)
+	}
+
+	// One group later: read, not forgotten.
+	set(t, b, "x", "21")
+	resets = pgstore.CacheResetsForTest(a)
+	if err := a.Update(ctx, copyKey("x", "z")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := get(t, a, "z"); v != "got:21" {
+		t.Errorf("z = %q, want got:21", v)
+	}
+	if got := pgstore.CacheResetsForTest(a) - resets; got != 0 {
+		t.Errorf("the cache was forgotten after one group of another process (%d times)", got)
 	}
 }

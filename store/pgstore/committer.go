@@ -222,9 +222,10 @@ type commitPlan struct {
 	// foreign, when foreignOK, is the log of other processes' changes
 	// read in the commit's round trip; seq is the number the commit gave
 	// its own (coherence.go).
-	foreign   []changed
-	foreignOK bool
-	seq       int64
+	foreign     []changed
+	foreignLast int64
+	foreignOK   bool
+	seq         int64
 }
 
 // full reports that g takes no more Updates.
@@ -502,7 +503,7 @@ func (g *group) prepare() bool {
 	if s.serialize && !g.locked {
 		// Before the check, so that its rows arrive even when the check
 		// fails: they say which cached values to forget.
-		s.queueChanges(b, &p.foreign, &p.foreignOK)
+		s.queueChanges(b, &p.foreign, &p.foreignLast, &p.foreignOK)
 	}
 	if len(p.checkK) > 0 {
 		b.Queue(s.q.guard, pgtype.FlatArray[[]byte](p.checkK), pgtype.FlatArray[[]byte](p.checkV), pgtype.FlatArray[bool](p.checkG))
@@ -652,7 +653,7 @@ func (g *group) land() (outcome, error) {
 	if p.foreignOK {
 		// Other processes' changes, read under the commit lock, come
 		// before this group's own writes (put below).
-		s.apply(p.foreign)
+		s.apply(p.foreign, p.foreignLast)
 	}
 	switch {
 	case g.out == committed:

@@ -100,3 +100,8 @@ func SettingForTest(s *Store, name string) (string, error) {
 	err := s.pool.QueryRow(context.Background(), "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
 }
+
+// CacheResetsForTest counts the times the committer forgot its cache
+// because the log of other processes' changes was too long to read, or
+// swept. Read it only while no Update runs.
+func CacheResetsForTest(s *Store) int { return s.cacheResets }

@@ -324,6 +324,9 @@ type Store struct {
 	seen           int64
 	lockFirstUntil time.Time
 	lockFirstFor   time.Duration
+	// cacheResets counts the cache forgotten for a log of changes too
+	// long to read or swept (tests).
+	cacheResets int
 
 	// watchState is Watch's (watch.go).
 	watchState
@@ -512,8 +515,9 @@ func newQueries(schema string) queries {
 		// processes number a change alike, and none is ever skipped.
 		// Each key another process changed, with what it holds now
 		// (NULL: deleted), looked up on its own as in the guard.
+		// None at all when more than $2 rows are new (apply).
 		changesSince: "SELECT c.seq, u.k, (SELECT kv.v FROM " + t + " AS kv WHERE kv.k = u.k) FROM " + schema +
-			".changes AS c, unnest(c.k) AS u(k) WHERE c.seq > $1",
+			".changes AS c, unnest(c.k) AS u(k) WHERE c.seq > $1 AND (SELECT max(seq) FROM " + schema + ".changes) <= $1 + $2",
 		logChange:  "INSERT INTO " + schema + ".changes (seq, at, k) SELECT coalesce(max(seq), 0) + 1, $1, $2 FROM " + schema + ".changes RETURNING seq",
 		lastChange: "SELECT coalesce(max(seq), 0) FROM " + schema + ".changes",
 		// The newest row stays, so that max(seq) never goes back.
