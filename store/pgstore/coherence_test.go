@@ -170,9 +170,11 @@ func TestChangesBacklogForgotten(t *testing.T) {
 		t.Errorf("the cache was forgotten %d times after 20 groups of another process, want once", got)
 	}
 
-	// One group later: read, not forgotten.
+	// One group later: read, not forgotten, and so current before the
+	// function runs.
 	set(t, b, "x", "21")
 	resets = pgstore.CacheResetsForTest(a)
+	reruns := a.Stats().Reruns
 	if err := a.Update(ctx, copyKey("x", "z")); err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +183,8 @@ func TestChangesBacklogForgotten(t *testing.T) {
 	}
 	if got := pgstore.CacheResetsForTest(a) - resets; got != 0 {
 		t.Errorf("the cache was forgotten after one group of another process (%d times)", got)
+	}
+	if got := a.Stats().Reruns - reruns; got != 0 {
+		t.Errorf("the Update ran %d more times: the change read from the log should have made its first run current", got)
 	}
 }

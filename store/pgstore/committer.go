@@ -184,10 +184,13 @@ type group struct {
 	// noBlind is set once a blind insert (queueWrites) met a key that
 	// was present: the group's later attempts upsert every key not read.
 	noBlind bool
-	locked  bool  // beginLocked began it: the cache is up to date
-	broken  error // the first database error: the attempt is over
-	buf     ordered.Map
-	hooks   commithook.List
+	// iterated is every key the attempt's iterators read from the
+	// database: present, so never inserted blind.
+	iterated map[string]struct{}
+	locked   bool  // beginLocked began it: the cache is up to date
+	broken   error // the first database error: the attempt is over
+	buf      ordered.Map
+	hooks    commithook.List
 	// reads is every key the attempt read below the group's buffer, with
 	// what it read; a value from the cache is checked at commit.
 	reads map[string]readEntry
@@ -205,7 +208,8 @@ type commitPlan struct {
 	tag            pgconn.CommandTag
 	checkK, checkV [][]byte // the cached and guessed values to check
 	checkG         []bool   // which of them were guessed
-	blind          int      // keys inserted blind (queueWrites)
+	blindK         [][]byte // keys inserted blind (queueWrites)
+	blindMiss      bool     // one of them was present: the insert failed
 	writes         bool
 	mark           bool
 	async          bool
@@ -290,6 +294,17 @@ func (g *group) run(r *request) {
 	r.ok = true
 }
 
+// noteIterated records keys an iterator of the current attempt read from
+// the database (queueWrites upserts them).
+func (g *group) noteIterated(rows []row) {
+	if g.iterated == nil && len(rows) > 0 {
+		g.iterated = map[string]struct{}{}
+	}
+	for _, r := range rows {
+		g.iterated[string(r.k)] = struct{}{}
+	}
+}
+
 // fold moves t's pending writes into the group's buffer.
 func (g *group) fold(t *txn) {
 	t.pending.Ascend(func(e ordered.Entry) { g.buf.Put(e) })
@@ -324,15 +339,18 @@ func (g *group) settle() {
 	}
 }
 
-// report tells Options.OnCommit what the group cost and came to (err:
-// what its Updates were answered), if it sent a commit.
-func (g *group) report(err error) {
+// report tells Options.OnCommit what the group cost and came to, if it
+// sent a commit: err is the store's error every Update was answered
+// with, and committed whether the group's writes committed (not when a
+// commit hook failed: then nothing was written, and the hook's error,
+// which is not the store's, went to each Update).
+func (g *group) report(err error, committed bool) {
 	if g.s.onCommit == nil || !g.cost.sent {
 		return
 	}
 	ci := g.cost.CommitInfo
 	ci.Attempts, ci.Deferred, ci.Err = g.attempt, g.plan.async, err
-	if err == nil {
+	if committed {
 		for _, r := range g.reqs {
 			if r.ok {
 				ci.Txns++
@@ -349,17 +367,17 @@ func (g *group) finish() bool {
 	out, err := g.land()
 	switch out {
 	case committed:
-		g.report(err)
+		g.report(nil, err == nil)
 		g.answer(err)
 		return true
 	case faulted:
-		g.report(err)
+		g.report(err, false)
 		g.answerAll(err)
 		return true
 	}
 	if g.attempt >= s.attempts {
 		err = fmt.Errorf("pgstore: update: gave up after %d attempts: %w (%w)", s.attempts, store.ErrUnavailable, err)
-		g.report(err)
+		g.report(err, false)
 		g.answerAll(err)
 		return true
 	}
@@ -387,6 +405,7 @@ func (g *group) rerun() {
 	g.buf.Reset()
 	g.hooks.Reset()
 	g.reads = map[string]readEntry{}
+	g.iterated = nil
 	reqs := g.reqs[:0]
 	for _, r := range g.reqs {
 		if err := g.s.failure(); err != nil {
@@ -602,13 +621,14 @@ func (g *group) conclude(err error) (outcome, error) {
 			}
 			s.stale.Add(1)
 			return again, err
-		case pe.Code == "23505" && p.blind > 0:
+		case pe.Code == "23505" && len(p.blindK) > 0:
 			// Most likely a key written blind was present after all
 			// (queueWrites); should another process have inserted a
 			// key read as absent, the next attempt meets it too. Run
 			// again at once, upserting every key not read, and count a
 			// key guessed absent that was not.
 			g.noBlind = true
+			p.blindMiss = true
 			s.cache.missed(true)
 			s.stale.Add(1)
 			return again, err
@@ -684,6 +704,13 @@ func (g *group) land() (outcome, error) {
 		case p.mark:
 			s.asyncUnflushed = false
 		}
+	case p.blindMiss:
+		// Which of the keys inserted blind was present is not known:
+		// mark them all unknown, so that later groups upsert them
+		// rather than meet the same key again.
+		for _, k := range p.blindK {
+			s.cache.invalidate(k)
+		}
 	case p.staleOK:
 		for _, r := range p.stale {
 			s.cache.put(r.k, r.v, r.v != nil)
@@ -744,9 +771,13 @@ func (g *group) queueWrites(b *pgx.Batch) {
 			}
 			return
 		}
+		if _, ok := g.iterated[string(e.Key)]; ok {
+			setK, setV = append(setK, e.Key), append(setV, v)
+			return
+		}
 		if _, ok := g.s.cache.peek(e.Key); !ok && blind {
 			insK, insV = append(insK, e.Key), append(insV, v)
-			p.blind++
+			p.blindK = append(p.blindK, e.Key)
 			return
 		}
 		setK, setV = append(setK, e.Key), append(setV, v)

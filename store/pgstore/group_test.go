@@ -396,8 +396,11 @@ func TestGuessedAbsentButPresent(t *testing.T) {
 	if v, _ := get(t, st, "seen"); v != "got:v" {
 		t.Errorf("seen = %q, want got:v", v)
 	}
-	if st.Stats().Stale == before.Stale {
-		t.Error("the key was not guessed absent first (Stats.Stale unchanged): the test no longer tests the guess")
+	if got := st.Stats().Stale - before.Stale; got != 1 {
+		t.Errorf("Stats.Stale grew by %d, want 1: the key guessed absent first, then read once", got)
+	}
+	if last := groups[len(groups)-1]; last.Attempts != 2 {
+		t.Errorf("the group ran %d times, want 2: the refused guess is read back before the second", last.Attempts)
 	}
 	// A wrong guess says nothing of other processes: the next groups do
 	// not take the commit lock before their functions run.
@@ -435,9 +438,10 @@ func TestBlindWriteOfPresentKey(t *testing.T) {
 		name      string
 		guessing  bool
 		wantStale uint64
+		wantRuns  int
 	}{
-		{"guessing", true, 1},
-		{"not yet guessing", false, 0},
+		{"guessing", true, 1, 2},
+		{"not yet guessing", false, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := open(t, schemaFor(t, t.Name()))
@@ -465,8 +469,8 @@ func TestBlindWriteOfPresentKey(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, v, want)
 				}
 			}
-			if got := st.Stats().Stale - before.Stale; got != tc.wantStale {
-				t.Errorf("Stats.Stale grew by %d, want %d (the function ran %d times)", got, tc.wantStale, runs)
+			if got := st.Stats().Stale - before.Stale; got != tc.wantStale || runs != tc.wantRuns {
+				t.Errorf("Stats.Stale grew by %d and the function ran %d times, want %d and %d", got, runs, tc.wantStale, tc.wantRuns)
 			}
 			// Now cached: a second blind write upserts at once.
 			before = st.Stats()
@@ -556,33 +560,37 @@ func TestOnCommit(t *testing.T) {
 	ctx := context.Background()
 	setK := func(txn store.Txn) error { return txn.Set([]byte("k"), []byte("v")) }
 	for _, tc := range []struct {
-		name    string
-		prepare func(*pgstore.Store)
-		update  func(*pgstore.Store) error
-		want    []pgstore.CommitInfo // Run, Commit and Lock are checked apart
-		wantErr error
+		name     string
+		attempts int // Options.MaxAttempts
+		prepare  func(*pgstore.Store)
+		update   func(*pgstore.Store) error
+		want     []pgstore.CommitInfo // Run, Commit and Lock are checked apart
+		wantErr  error
 	}{
-		{"committed", nil,
+		{"committed", 0, nil,
 			func(st *pgstore.Store) error { return st.Update(ctx, setK) },
 			[]pgstore.CommitInfo{{Txns: 1, Attempts: 1}}, nil},
-		{"deferred", nil,
+		{"deferred", 0, nil,
 			func(st *pgstore.Store) error { return st.UpdateDeferred(ctx, setK) },
 			[]pgstore.CommitInfo{{Txns: 1, Attempts: 1, Deferred: true}}, nil},
-		{"ran again after a conflict", func(st *pgstore.Store) { pgstore.RefuseCommitsForTest(st, 1) },
+		{"ran again after a conflict", 0, func(st *pgstore.Store) { pgstore.RefuseCommitsForTest(st, 1) },
 			func(st *pgstore.Store) error { return st.Update(ctx, setK) },
 			[]pgstore.CommitInfo{{Txns: 1, Attempts: 2}}, nil},
-		{"a function's own error sends no commit", nil,
+		{"gave up", 2, func(st *pgstore.Store) { pgstore.RefuseCommitsForTest(st, 100) },
+			func(st *pgstore.Store) error { return st.Update(ctx, setK) },
+			[]pgstore.CommitInfo{{Attempts: 2}}, store.ErrUnavailable},
+		{"a function's own error sends no commit", 0, nil,
 			func(st *pgstore.Store) error {
 				return st.Update(ctx, func(store.Txn) error { return errors.New("refused") })
 			},
 			nil, nil},
-		{"outcome unknown", func(st *pgstore.Store) { pgstore.LoseCommitAnswersForTest(st, true, false) },
+		{"outcome unknown", 0, func(st *pgstore.Store) { pgstore.LoseCommitAnswersForTest(st, true, false) },
 			func(st *pgstore.Store) error { return st.Update(ctx, setK) },
 			[]pgstore.CommitInfo{{Attempts: 1}}, store.ErrFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []pgstore.CommitInfo
-			st, err := pgstore.Open(ctx, dbURL(t), &pgstore.Options{Schema: schemaFor(t, t.Name()),
+			st, err := pgstore.Open(ctx, dbURL(t), &pgstore.Options{Schema: schemaFor(t, t.Name()), MaxAttempts: tc.attempts,
 				OnCommit: func(ci pgstore.CommitInfo) { got = append(got, ci) }})
 			if err != nil {
 				t.Fatal(err)
@@ -608,5 +616,48 @@ func TestOnCommit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIteratedKeyIsNotBlind: a key an Update found by iterating is
+// present, so setting it is an upsert even while the committer guesses
+// unseen keys absent: the group commits on its first run.
+func TestIteratedKeyIsNotBlind(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, schemaFor(t, t.Name()))
+	defer st.Close()
+	teachGuessing(t, st)
+	raw := rawConn(t)
+	if _, err := raw.Exec(ctx, "INSERT INTO "+pgstore.SchemaForTest(st)+".kv (k, v) VALUES ('queue/1', 'old'), ('queue/2', 'old')"); err != nil {
+		t.Fatal(err)
+	}
+	before := st.Stats()
+	runs := 0
+	if err := st.Update(ctx, func(txn store.Txn) error {
+		runs++
+		it := txn.Iterate([]byte("queue/"), []byte("queue0"), false)
+		var keys [][]byte
+		for it.Next() {
+			keys = append(keys, append([]byte(nil), it.Key()...))
+		}
+		if err := errors.Join(it.Err(), it.Close()); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := txn.Set(k, []byte("claimed")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"queue/1", "queue/2"} {
+		if v, _ := get(t, st, k); v != "claimed" {
+			t.Errorf("%s = %q, want claimed", k, v)
+		}
+	}
+	if runs != 1 || st.Stats().Reruns != before.Reruns {
+		t.Errorf("the function ran %d times (%d reruns): a key read by an iterator was inserted blind", runs, st.Stats().Reruns-before.Reruns)
 	}
 }

@@ -206,9 +206,10 @@ type Options struct {
 }
 
 // CommitInfo describes one group, for [Options.OnCommit]: where the
-// committer's time went. The committer runs one group at a time, so the
-// sum of Lock, Run and Commit over the groups, with the pauses before a
-// group runs again after a conflict, is the chain every Update waits in.
+// committer's time went. The committer runs one group at a time, so Lock,
+// Run and Commit, group after group, are most of the chain every Update
+// waits in; the rest is the pauses before a group runs again after a
+// conflict and the committer's upkeep between groups.
 type CommitInfo struct {
 	// Txns is the number of Updates the group committed; 0 when it
 	// failed.
@@ -225,14 +226,19 @@ type CommitInfo struct {
 	// with the reads from the database they waited for.
 	Run time.Duration
 	// Commit is the time the commit's round trips took, every attempt:
-	// the statements, the WAL flush (unless Deferred) and the wire.
+	// the statements, the WAL flush (unless Deferred) and the wire; and
+	// what follows one that failed: the read of the values a refused
+	// check named (with the wait for the commit lock it takes), or of the
+	// marker of a commit whose answer was lost.
 	Commit time.Duration
 	// Deferred reports a commit that did not wait for its WAL flush
 	// (every Update of the group was an UpdateDeferred).
 	Deferred bool
-	// Err is the error every Update of the group was answered with
-	// (store.ErrUnavailable, store.ErrFailed, ...); nil when it
-	// committed. A function's own error is not a commit's.
+	// Err is the store's error every Update of the group was answered
+	// with (store.ErrUnavailable, store.ErrFailed, ...); nil when it
+	// committed. A function's or a commit hook's own error is not a
+	// commit's: a group whose hook failed wrote nothing, and reports Txns
+	// 0 and Err nil.
 	Err error
 }
 

@@ -102,7 +102,7 @@ func (t *txn) Iterate(lower, upper []byte, reverse bool) store.Iterator {
 		return ordered.ErrIter(nil)
 	}
 	lower, upper = clone(lower), clone(upper)
-	db := &dbIter{page: t.g.query, q: &t.g.s.q, lower: lower, upper: upper, reverse: reverse, done: &t.done}
+	db := &dbIter{page: t.g.query, note: t.g.noteIterated, q: &t.g.s.q, lower: lower, upper: upper, reverse: reverse, done: &t.done}
 	// The group's buffer does not change while a function runs: only
 	// its own pending writes do, and ordered's cursors follow them.
 	group := ordered.Merge(t.g.buf.Cursor(lower, upper, reverse), db, reverse)
@@ -343,7 +343,9 @@ func (v *view) Iterate(lower, upper []byte, reverse bool) store.Iterator {
 // a View, run alone, is checked again when a second statement begins the
 // transaction).
 type dbIter struct {
-	page         func(sql string, args ...any) ([]row, error)
+	page func(sql string, args ...any) ([]row, error)
+	// note, if set, is told every page's rows (group.noteIterated).
+	note         func([]row)
 	q            *queries
 	lower, upper []byte
 	reverse      bool
@@ -400,6 +402,9 @@ func (it *dbIter) fetch() {
 	if err != nil {
 		it.err = err
 		return
+	}
+	if it.note != nil {
+		it.note(rows)
 	}
 	it.rows, it.i = rows, 0
 	it.end = len(rows) < limit
