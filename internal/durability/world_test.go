@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -128,6 +130,22 @@ type world struct {
 	disp *webhook.Dispatcher
 }
 
+// noReuseFS works around a deadlock in pebble v2.1.7's crashable MemFS:
+// its ReuseForWrite holds the clone lock for reading and takes it again
+// in Rename, so a CrashClone (which takes it for writing) that arrives
+// between the two waits forever, and so does the store's WAL rotation
+// (seen once: TestPowerCut hung for ten minutes). Removing the old log
+// and creating the new one instead is what ReuseForWrite's contract
+// allows; pebble then stats the new file for its size.
+type noReuseFS struct{ vfs.FS }
+
+func (fs noReuseFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.Remove(oldname); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	return fs.Create(newname, category)
+}
+
 // openWorld opens a world over fs. It does not reconcile.
 func openWorld(ctx context.Context, fs vfs.FS, id *identity, clk *clock, o worldOptions) (w *world, err error) {
 	w = &world{fs: fs}
@@ -137,7 +155,7 @@ func openWorld(ctx context.Context, fs vfs.FS, id *identity, clk *clock, o world
 			w = nil
 		}
 	}()
-	if w.st, err = pebblestore.Open(dbDir, &pebblestore.Options{FS: fs, Logger: quiet, CacheSize: 1 << 20}); err != nil {
+	if w.st, err = pebblestore.Open(dbDir, &pebblestore.Options{FS: noReuseFS{fs}, Logger: quiet, CacheSize: 1 << 20}); err != nil {
 		return w, err
 	}
 	if w.log, err = audit.Open(ctx, w.st, id.record, &audit.Options{Now: clk.Now, Logger: quiet}); err != nil {
