@@ -775,7 +775,7 @@ func (g *group) queueWrites(b *pgx.Batch) {
 			setK, setV = append(setK, e.Key), append(setV, v)
 			return
 		}
-		if _, ok := g.s.cache.peek(e.Key); !ok && blind {
+		if blind && !g.s.cache.holds(e.Key) {
 			insK, insV = append(insK, e.Key), append(insV, v)
 			p.blindK = append(p.blindK, e.Key)
 			return
@@ -1152,14 +1152,14 @@ func (c *readCache) get(key []byte) (cached, bool) {
 	return e, ok
 }
 
-// peek is get without get's promotion of an old generation's entry:
-// whether the cache holds anything of key.
-func (c *readCache) peek(key []byte) (cached, bool) {
-	if e, ok := c.cur[string(key)]; ok {
-		return e, true
+// holds reports whether the cache holds anything of key, without get's
+// promotion of an old generation's entry.
+func (c *readCache) holds(key []byte) bool {
+	if _, ok := c.cur[string(key)]; ok {
+		return true
 	}
-	e, ok := c.old[string(key)]
-	return e, ok
+	_, ok := c.old[string(key)]
+	return ok
 }
 
 func (c *readCache) put(key, v []byte, present bool) {
