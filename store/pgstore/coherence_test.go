@@ -114,7 +114,7 @@ func TestChangesSwept(t *testing.T) {
 func TestSessionSettings(t *testing.T) {
 	st := open(t, schemaFor(t, t.Name()))
 	defer st.Close()
-	for name, want := range map[string]string{"enable_seqscan": "off", "jit": "off", "idle_in_transaction_session_timeout": "30s"} {
+	for name, want := range map[string]string{"enable_seqscan": "off", "jit": "off", "plan_cache_mode": "force_generic_plan", "idle_in_transaction_session_timeout": "30s"} {
 		if got, err := pgstore.SettingForTest(st, name); err != nil || got != want {
 			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
 		}
