@@ -67,8 +67,10 @@ func TestDecisionDeferredOnlyOnALogSharingRail(t *testing.T) {
 		replay bool
 		want   []string
 	}{
+		// decision; the rail's ledger and the outcome, one commit
+		// (settle.TxnSettler)
+		{"settled, shared log", true, 1250, false, []string{"deferred", "sync"}},
 		// decision, rail ledger, outcome
-		{"settled, shared log", true, 1250, false, []string{"deferred", "deferred", "sync"}},
 		// decision, barrier
 		{"held, shared log", true, 10_000, false, []string{"deferred", "sync"}},
 		{"denied, shared log", true, 60_000, false, []string{"deferred", "sync"}},

@@ -53,6 +53,8 @@ type harness struct {
 	mandate  string
 	claims   MandateClaims
 	opts     Options
+	// wrapRail, if set, is the rail newService registers, around rail.
+	wrapRail func(*fake.Rail) settle.Rail
 }
 
 type harnessConfig struct {
@@ -77,7 +79,11 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	railOpts := &fake.Options{}
+	// By default the rail keeps its ledger in the service's store log, as
+	// the reference server's sandbox rails do (settle.TxnSettler: the
+	// rail's entry commits with the outcome); a test that passes rail
+	// options gets a ledger of its own unless it sets SharedLog.
+	railOpts := &fake.Options{SharedLog: true}
 	if cfg.rail != nil {
 		railOpts = cfg.rail
 	}
@@ -120,7 +126,11 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 func (h *harness) newService() *Service {
 	h.t.Helper()
 	reg := &settle.Registry{}
-	if err := reg.Register(h.rail); err != nil {
+	var rail settle.Rail = h.rail
+	if h.wrapRail != nil {
+		rail = h.wrapRail(h.rail)
+	}
+	if err := reg.Register(rail); err != nil {
 		h.t.Fatal(err)
 	}
 	mv, err := NewMandateVerifier([]OperatorKey{{KeyID: "op-test", Public: h.opKey.Public()}}, &MandateVerifierOptions{Now: h.clock.Now})

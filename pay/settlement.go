@@ -28,10 +28,88 @@ func (s *Service) settleClaimed(ctx context.Context, in *Intent, prior []byte, r
 		// since is a configuration fault. Nothing was sent: fail closed.
 		return s.finish(ctx, in, prior, settle.Settlement{}, err, requestID)
 	}
+	if ts, ok := rail.(settle.TxnSettler); ok && ts.SharesLog() {
+		var step func(store.Txn) (settle.Settlement, error)
+		st, err := s.callRail(ctx, func(ctx context.Context) (st settle.Settlement, err error) {
+			step, st, err = ts.SettleInTxn(ctx, settleRequest(in))
+			return st, err
+		})
+		if step != nil {
+			return s.finishInTxn(ctx, in, prior, step, requestID)
+		}
+		return s.finish(ctx, in, prior, st, err, requestID)
+	}
 	st, err := s.callRail(ctx, func(ctx context.Context) (settle.Settlement, error) {
 		return rail.Settle(ctx, settleRequest(in))
 	})
 	return s.finish(ctx, in, prior, st, err, requestID)
+}
+
+// finishInTxn is finish for a rail that settles in the outcome's own
+// transaction (settle.TxnSettler): step, the rail's write, runs inside
+// the transaction that records the outcome, so the rail's entry and the
+// outcome commit together or not at all. An answer that is neither a
+// settlement nor a definite refusal writes nothing there, and is recorded
+// as finish records it.
+func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, step func(store.Txn) (settle.Settlement, error), requestID string) (*Result, error) {
+	ctx = context.WithoutCancel(ctx)
+	var res *Result
+	var indefinite error
+	rd := newIntentReader(in, prior)
+	err := s.log.Update(ctx, func(txn store.Txn) error {
+		res, indefinite = nil, nil
+		cur, err := rd.get(txn)
+		if err != nil {
+			return err
+		}
+		if cur.Status != StatusSettling {
+			return nil // someone else finished it; answer from storage below
+		}
+		st, callErr := step(txn)
+		if callErr == nil && (st.Status == settle.StatusSettled || st.Status == settle.StatusPending) {
+			return s.recordSettled(txn, cur, st, requestID, &res)
+		}
+		if code, msg, ok := railRefusal(st, callErr); ok {
+			return s.recordFailed(txn, cur, code, msg, requestID, &res)
+		}
+		indefinite = callErr
+		if indefinite == nil {
+			indefinite = fmt.Errorf("the rail answered status %q", st.Status)
+		}
+		return errIndefinite
+	})
+	switch {
+	case errors.Is(err, errIndefinite):
+		return s.finish(ctx, in, prior, settle.Settlement{}, indefinite, requestID)
+	case err != nil:
+		return nil, fmt.Errorf("pay: recording settlement of %s: %w", in.ID, err)
+	case res == nil:
+		return s.storedResult(ctx, in)
+	}
+	return res, nil
+}
+
+// errIndefinite aborts finishInTxn's transaction when the rail's answer
+// was not definite.
+var errIndefinite = errors.New("pay: the rail's answer was not definite")
+
+// railRefusal reports whether a rail's answer is a definite refusal, and
+// the decline code and message it is recorded with.
+func railRefusal(st settle.Settlement, callErr error) (code, msg string, ok bool) {
+	var declined *settle.DeclineError
+	switch {
+	case errors.As(callErr, &declined):
+		return declined.Code, declined.Message, true
+	case errors.Is(callErr, settle.ErrInvalidRequest), errors.Is(callErr, settle.ErrUnknownRail):
+		return "rail_refused", "the rail refused the request", true
+	case callErr == nil && st.Status == settle.StatusDeclined:
+		code = "declined"
+		if st.DeclineCode != "" {
+			code = st.DeclineCode
+		}
+		return code, "the rail declined the payment", true
+	}
+	return "", "", false
 }
 
 func settleRequest(in *Intent) settle.SettleRequest {
@@ -168,7 +246,7 @@ func (s *Service) finish(ctx context.Context, in *Intent, prior []byte, st settl
 	// the client going away.
 	ctx = context.WithoutCancel(ctx)
 	var res *Result
-	var declined *settle.DeclineError
+	code, msg, refused := railRefusal(st, callErr)
 	switch {
 	case callErr == nil && (st.Status == settle.StatusSettled || st.Status == settle.StatusPending):
 		rd := newIntentReader(in, prior)
@@ -190,17 +268,7 @@ func (s *Service) finish(ctx context.Context, in *Intent, prior []byte, st settl
 			return s.storedResult(ctx, in)
 		}
 		return res, nil
-	case errors.As(callErr, &declined), errors.Is(callErr, settle.ErrInvalidRequest), errors.Is(callErr, settle.ErrUnknownRail),
-		callErr == nil && st.Status == settle.StatusDeclined:
-		code, msg := "declined", "the rail declined the payment"
-		switch {
-		case declined != nil:
-			code, msg = declined.Code, declined.Message
-		case callErr != nil:
-			code, msg = "rail_refused", "the rail refused the request"
-		case st.DeclineCode != "":
-			code = st.DeclineCode
-		}
+	case refused:
 		return s.failSettling(ctx, in, prior, code, msg, requestID)
 	default:
 		// Unknown outcome or rail unavailable: stays settling, marked

@@ -9,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
+	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/memstore"
 )
 
@@ -261,4 +262,33 @@ func ExampleRail_CheckLedger() {
 	// Output:
 	// 1 payment int_1 settled 100
 	// <nil>
+}
+
+// A rail whose ledger shares the caller's store settles inside the
+// caller's transaction: its entry and the caller's record of the outcome
+// commit together, or neither does.
+func ExampleRail_SettleInTxn() {
+	ctx := context.Background()
+	st := &memstore.Store{}
+	rail, _ := fake.New("test-card", &fake.Options{Store: st, SharedLog: true})
+	req := settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 100, Currency: "USD"}
+	step, s, err := rail.SettleInTxn(ctx, req)
+	if step == nil {
+		// A fault of the simulation around the write: Settle's answer.
+		fmt.Println(s.Status, err)
+		return
+	}
+	err = st.Update(ctx, func(tx store.Txn) error {
+		s, err := step(tx)
+		if err != nil {
+			return err
+		}
+		return tx.Set([]byte("outcome/int_1"), []byte(s.Status))
+	})
+	fmt.Println(err)
+	s, _ = rail.Lookup(ctx, "int_1")
+	fmt.Println(s.Status)
+	// Output:
+	// <nil>
+	// settled
 }

@@ -216,7 +216,8 @@ type Options struct {
 	// store for a ledger that survives restarts. The default is a new,
 	// empty memstore.Store. The rail never closes it. Never call the rail
 	// from inside a transaction on this store: stores do not nest (and
-	// settlement must not run inside the caller's transaction anyway).
+	// settlement must not run inside the caller's transaction, except as
+	// the step SettleInTxn returns under SharedLog).
 	Store store.Store
 
 	// SharedLog says that Store is also the store in which the caller
@@ -227,9 +228,10 @@ type Options struct {
 	// outcome, ordered after it in the store's log, makes both durable at
 	// once, and a crash before that commit loses the rail's entry together
 	// with the outcome, so that the payment is still settling and the next
-	// Lookup finds nothing and sends it again. Leave it false for a ledger
-	// in a store of its own: a real rail never forgets a payment it
-	// answered for.
+	// Lookup finds nothing and sends it again. SettleInTxn goes one step
+	// further: the payment's entry is written in the caller's transaction
+	// that records the outcome. Leave it false for a ledger in a store of
+	// its own: a real rail never forgets a payment it answered for.
 	SharedLog bool
 
 	// ReferencePrefix starts every payment and authorization reference the
@@ -264,8 +266,9 @@ type Rail struct {
 }
 
 var (
-	_ settle.Rail      = (*Rail)(nil)
-	_ settle.LogSharer = (*Rail)(nil)
+	_ settle.Rail       = (*Rail)(nil)
+	_ settle.LogSharer  = (*Rail)(nil)
+	_ settle.TxnSettler = (*Rail)(nil)
 )
 
 // New returns a fake rail named name (see [settle.ValidateName]) configured
@@ -384,7 +387,14 @@ func (r *Rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
 	}
-	p := r.plan(OpSettle, req, req.Amount)
+	return r.settlePlanned(ctx, req, r.plan(OpSettle, req, req.Amount))
+}
+
+// settlePlanned is Settle once its faults are drawn.
+func (r *Rail) settlePlanned(ctx context.Context, req settle.SettleRequest, p plan) (settle.Settlement, error) {
+	fail := func(err error) (settle.Settlement, error) {
+		return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+	}
 	if p.fail != nil {
 		return fail(p.fail)
 	}
@@ -416,6 +426,51 @@ func (r *Rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Set
 		return st, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
 	}
 	return st, nil
+}
+
+// SettleInTxn implements [settle.TxnSettler]. With [Options.SharedLog],
+// and no fault drawn for this call that happens around the ledger's
+// write (unavailable, a lost request, an unknown outcome after acting),
+// it spends the call's latency and returns the ledger's write as step,
+// for the caller's own transaction; the payment is then on the rail's
+// books exactly when that transaction commits. Otherwise step is nil and
+// st, err are Settle's answer, with the faults drawn once.
+func (r *Rail) SettleInTxn(ctx context.Context, req settle.SettleRequest) (step func(store.Txn) (settle.Settlement, error), st settle.Settlement, err error) {
+	if err := req.Validate(); err != nil {
+		return nil, settle.Settlement{}, fmt.Errorf("fake: %s: settle: %w", r.name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
+	}
+	p := r.plan(OpSettle, req, req.Amount)
+	if !r.opts.SharedLog || p.fail != nil || p.lostRequest || p.after != nil {
+		st, err := r.settlePlanned(ctx, req, p)
+		return nil, st, err
+	}
+	if err := r.wait(ctx, p.latency); err != nil {
+		// Nothing was written: as a request lost on the wire.
+		return nil, settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+	}
+	now := r.now()
+	return func(tx store.Txn) (settle.Settlement, error) {
+		if !r.layout.Load() {
+			// As update does; the rail cannot learn whether the
+			// caller's transaction commits, so it marks nothing done
+			// here, and the next step looks again (one read).
+			if err := r.markOldKeys(tx); err != nil {
+				return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: marking the ledger's used keys: %w", r.name, req.Key, err)
+			}
+		}
+		pay, err := r.settleIn(tx, req, p, now)
+		if err != nil {
+			return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+		}
+		st, err := pay.outcome()
+		if err != nil {
+			return st, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+		}
+		return st, nil
+	}, settle.Settlement{}, nil
 }
 
 // Refund records a refund of the payment under req.Key, at most once per

@@ -226,9 +226,21 @@ func (r *Rail) key(dir, id string) []byte { return []byte(r.prefix + dir + id) }
 // settleTxn records the payment planned by p, or returns the one already
 // recorded under req.Key.
 func (r *Rail) settleTxn(ctx context.Context, req settle.SettleRequest, p plan, now time.Time) (payment, error) {
-	k := r.key(paymentDir, req.Key)
 	var out payment
 	err := r.update(ctx, func(tx store.Txn) error {
+		var err error
+		out, err = r.settleIn(tx, req, p, now)
+		return err
+	})
+	return out, err
+}
+
+// settleIn is settleTxn's transaction: it records the payment under
+// req.Key in tx, or returns the one recorded before.
+func (r *Rail) settleIn(tx store.Txn, req settle.SettleRequest, p plan, now time.Time) (payment, error) {
+	k := r.key(paymentDir, req.Key)
+	var out payment
+	err := func() error {
 		use, err := r.keyUse(tx, req.Key)
 		switch {
 		case err != nil:
@@ -288,7 +300,7 @@ func (r *Rail) settleTxn(ctx context.Context, req settle.SettleRequest, p plan, 
 		}
 		out = pay
 		return nil
-	})
+	}()
 	return out, err
 }
 

@@ -1,0 +1,174 @@
+package fake_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/countersign/countersign/settle"
+	"github.com/countersign/countersign/settle/fake"
+	"github.com/countersign/countersign/store"
+	"github.com/countersign/countersign/store/memstore"
+)
+
+// TestSettleInTxn checks SettleInTxn against Settle: where it returns a
+// step, the step run in the caller's transaction records what Settle
+// would have, answers what Settle would have, and records nothing when
+// that transaction does not commit; where a fault of the simulation
+// happens around the ledger's write, or the ledger is not in the caller's
+// log, it returns no step and Settle's answer, with the faults drawn once.
+func TestSettleInTxn(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      fake.Options
+		amount    int64
+		abort     bool   // the caller's transaction fails after the step
+		wantStep  bool   // a step is returned
+		wantClass string // of the answer: the step's, else SettleInTxn's
+		recorded  string // what Lookup finds afterwards: a status, or unknownkey
+	}{
+		{name: "settled", opts: fake.Options{SharedLog: true}, amount: 100,
+			wantStep: true, wantClass: "ok", recorded: "settled"},
+		{name: "declined", opts: fake.Options{SharedLog: true, DeclineAbove: 50}, amount: 100,
+			wantStep: true, wantClass: "declined", recorded: "declined"},
+		{name: "caller's transaction fails", opts: fake.Options{SharedLog: true}, amount: 100,
+			abort: true, wantStep: true, wantClass: "ok", recorded: "unknownkey"},
+		{name: "own log", opts: fake.Options{}, amount: 100,
+			wantClass: "ok", recorded: "settled"},
+		{name: "unavailable", opts: fake.Options{SharedLog: true, Fault: fake.FailNext(fake.OpSettle, 1, settle.ErrUnavailable)}, amount: 100,
+			wantClass: "unavailable", recorded: "unknownkey"},
+		{name: "response lost after acting", opts: fake.Options{SharedLog: true, Fault: fake.FailNext(fake.OpSettle, 1, fake.AfterMove(settle.ErrUnknownOutcome))}, amount: 100,
+			wantClass: "unknown", recorded: "settled"},
+		{name: "request lost", opts: fake.Options{SharedLog: true, UnknownOutcomeRate: 1, UnknownOutcomeMode: fake.UnknownBefore}, amount: 100,
+			wantClass: "unknown", recorded: "unknownkey"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			st := &memstore.Store{} // retries spuriously: the step runs more than once
+			o := tc.opts
+			o.Store = st
+			rail := newRail(t, "test-card", &o)
+			req := payReq("int_1", tc.amount)
+			step, got, err := rail.SettleInTxn(ctx, req)
+			if (step != nil) != tc.wantStep {
+				t.Fatalf("step returned = %v, want %v", step != nil, tc.wantStep)
+			}
+			if step != nil {
+				if got != (settle.Settlement{}) || err != nil {
+					t.Fatalf("a step and an answer: %+v, %v", got, err)
+				}
+				abort := errors.New("the caller's own failure")
+				uerr := st.Update(ctx, func(tx store.Txn) error {
+					got, err = step(tx)
+					if err := tx.Set([]byte("caller/outcome"), []byte("x")); err != nil {
+						return err
+					}
+					if tc.abort {
+						return abort
+					}
+					return nil
+				})
+				if tc.abort != (uerr != nil) {
+					t.Fatalf("Update = %v", uerr)
+				}
+			}
+			if c := class(err); c != tc.wantClass {
+				t.Errorf("answer %+v, %v: class %s, want %s", got, err, c, tc.wantClass)
+			}
+			l, lerr := rail.Lookup(ctx, req.Key)
+			recorded := string(l.Status)
+			if errors.Is(lerr, settle.ErrUnknownKey) {
+				recorded = "unknownkey"
+			}
+			if recorded != tc.recorded {
+				t.Errorf("recorded %q (%v), want %q", recorded, lerr, tc.recorded)
+			}
+			mustCheck(t, rail)
+			if tc.abort || step == nil {
+				return
+			}
+			// What Settle answers on a rail of the same name and options
+			// that never saw the key: the same settlement, reference and
+			// all.
+			o2 := tc.opts
+			o2.Store = &memstore.Store{}
+			want, werr := newRail(t, "test-card", &o2).Settle(ctx, req)
+			if diff := cmp.Diff(want, got); diff != "" || class(werr) != class(err) {
+				t.Errorf("step answered %v (%v), Settle %v (-Settle +step):\n%s", got, err, werr, diff)
+			}
+		})
+	}
+}
+
+// TestSettleInTxnReplay: a second call under the same key, by step or by
+// Settle, answers the payment recorded by the first, and the ledger holds
+// one payment.
+func TestSettleInTxnReplay(t *testing.T) {
+	ctx := t.Context()
+	st := &memstore.Store{}
+	rail := newRail(t, "test-card", &fake.Options{SharedLog: true, Store: st})
+	req := payReq("int_1", 100)
+	inTxn := func() settle.Settlement {
+		t.Helper()
+		step, _, err := rail.SettleInTxn(ctx, req)
+		if step == nil || err != nil {
+			t.Fatalf("no step: %v", err)
+		}
+		var got settle.Settlement
+		if err := st.Update(ctx, func(tx store.Txn) error {
+			got, err = step(tx)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first := inTxn()
+	if again := inTxn(); again != first {
+		t.Errorf("replay by step = %+v, want %+v", again, first)
+	}
+	if again, err := rail.Settle(ctx, req); err != nil || again != first {
+		t.Errorf("replay by Settle = %+v, %v; want %+v", again, err, first)
+	}
+	if n := count(t, rail); n != 1 {
+		t.Errorf("%d payments in the ledger, want 1", n)
+	}
+	mustCheck(t, rail)
+}
+
+// TestSettleInTxnLatency: the call's whole latency is spent before the
+// step is returned, and a wait cut short leaves nothing recorded and the
+// outcome unknown, as a request lost on the wire.
+func TestSettleInTxnLatency(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		var slept []time.Duration
+		rail := newRail(t, "test-card", &fake.Options{SharedLog: true, MinLatency: 40 * time.Millisecond,
+			Sleep: func(ctx context.Context, d time.Duration) error {
+				slept = append(slept, d)
+				if cut {
+					return context.DeadlineExceeded
+				}
+				return nil
+			}})
+		step, _, err := rail.SettleInTxn(t.Context(), payReq("int_1", 100))
+		if want := []time.Duration{40 * time.Millisecond}; !slices.Equal(slept, want) {
+			t.Errorf("cut %v: slept %v, want %v", cut, slept, want)
+		}
+		if cut {
+			if step != nil || class(err) != "unknown" {
+				t.Errorf("cut: step %v, %v; want none, an unknown outcome", step != nil, err)
+			}
+			if n := count(t, rail); n != 0 {
+				t.Errorf("cut: %d payments recorded, want none", n)
+			}
+			continue
+		}
+		if step == nil || err != nil {
+			t.Errorf("step %v, %v; want a step", step != nil, err)
+		}
+	}
+}
