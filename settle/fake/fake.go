@@ -378,22 +378,34 @@ func (r *Rail) Facts() settle.Facts { return r.opts.Facts }
 // returns its outcome, subject to the configured latency and faults. See
 // [settle.Rail] for the contract.
 func (r *Rail) Settle(ctx context.Context, req settle.SettleRequest) (settle.Settlement, error) {
-	if err := req.Validate(); err != nil {
-		return settle.Settlement{}, fmt.Errorf("fake: %s: settle: %w", r.name, err)
+	p, err := r.startSettle(ctx, req)
+	if err != nil {
+		return settle.Settlement{}, err
 	}
-	fail := func(err error) (settle.Settlement, error) {
-		return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+	return r.settlePlanned(ctx, req, p)
+}
+
+// startSettle checks a settlement's request and ctx, and draws the
+// call's faults.
+func (r *Rail) startSettle(ctx context.Context, req settle.SettleRequest) (plan, error) {
+	if err := req.Validate(); err != nil {
+		return plan{}, fmt.Errorf("fake: %s: settle: %w", r.name, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
+		return plan{}, r.settleErr(req.Key, fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
 	}
-	return r.settlePlanned(ctx, req, r.plan(OpSettle, req, req.Amount))
+	return r.plan(OpSettle, req, req.Amount), nil
+}
+
+// settleErr is err as every failed settlement of key answers it.
+func (r *Rail) settleErr(key string, err error) error {
+	return fmt.Errorf("fake: %s: settle %s: %w", r.name, key, err)
 }
 
 // settlePlanned is Settle once its faults are drawn.
 func (r *Rail) settlePlanned(ctx context.Context, req settle.SettleRequest, p plan) (settle.Settlement, error) {
 	fail := func(err error) (settle.Settlement, error) {
-		return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+		return settle.Settlement{}, r.settleErr(req.Key, err)
 	}
 	if p.fail != nil {
 		return fail(p.fail)
@@ -423,7 +435,7 @@ func (r *Rail) settlePlanned(ctx context.Context, req settle.SettleRequest, p pl
 	}
 	st, err := pay.outcome()
 	if err != nil {
-		return st, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+		return st, r.settleErr(req.Key, err)
 	}
 	return st, nil
 }
@@ -436,20 +448,17 @@ func (r *Rail) settlePlanned(ctx context.Context, req settle.SettleRequest, p pl
 // books exactly when that transaction commits. Otherwise step is nil and
 // st, err are Settle's answer, with the faults drawn once.
 func (r *Rail) SettleInTxn(ctx context.Context, req settle.SettleRequest) (step func(store.Txn) (settle.Settlement, error), st settle.Settlement, err error) {
-	if err := req.Validate(); err != nil {
-		return nil, settle.Settlement{}, fmt.Errorf("fake: %s: settle: %w", r.name, err)
+	p, err := r.startSettle(ctx, req)
+	if err != nil {
+		return nil, settle.Settlement{}, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, fmt.Errorf("%w: %w", settle.ErrUnavailable, err))
-	}
-	p := r.plan(OpSettle, req, req.Amount)
 	if !r.opts.SharedLog || p.fail != nil || p.lostRequest || p.after != nil {
 		st, err := r.settlePlanned(ctx, req, p)
 		return nil, st, err
 	}
 	if err := r.wait(ctx, p.latency); err != nil {
 		// Nothing was written: as a request lost on the wire.
-		return nil, settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+		return nil, settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
 	}
 	now := r.now()
 	return func(tx store.Txn) (settle.Settlement, error) {
@@ -458,16 +467,16 @@ func (r *Rail) SettleInTxn(ctx context.Context, req settle.SettleRequest) (step 
 			// caller's transaction commits, so it marks nothing done
 			// here, and the next step looks again (one read).
 			if err := r.markOldKeys(tx); err != nil {
-				return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: marking the ledger's used keys: %w", r.name, req.Key, err)
+				return settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("marking the ledger's used keys: %w", err))
 			}
 		}
 		pay, err := r.settleIn(tx, req, p, now)
 		if err != nil {
-			return settle.Settlement{}, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+			return settle.Settlement{}, r.settleErr(req.Key, err)
 		}
 		st, err := pay.outcome()
 		if err != nil {
-			return st, fmt.Errorf("fake: %s: settle %s: %w", r.name, req.Key, err)
+			return st, r.settleErr(req.Key, err)
 		}
 		return st, nil
 	}, settle.Settlement{}, nil
