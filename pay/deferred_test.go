@@ -70,11 +70,11 @@ func TestDecisionDeferredOnlyOnALogSharingRail(t *testing.T) {
 		// decision; the rail's ledger and the outcome, one commit
 		// (settle.TxnSettler)
 		{"settled, shared log", true, 1250, false, []string{"deferred", "sync"}},
-		// decision, rail ledger, outcome
 		// decision, barrier
 		{"held, shared log", true, 10_000, false, []string{"deferred", "sync"}},
 		{"denied, shared log", true, 60_000, false, []string{"deferred", "sync"}},
 		{"replayed, shared log", true, 1250, true, []string{"deferred", "sync"}},
+		// decision, rail ledger, outcome
 		{"settled, own log", false, 1250, false, []string{"sync", "sync", "sync"}},
 		{"held, own log", false, 10_000, false, []string{"sync"}},
 		{"replayed, own log", false, 1250, true, []string{"sync"}},

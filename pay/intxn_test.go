@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/settle"
 	"github.com/countersign/countersign/settle/fake"
 	"github.com/countersign/countersign/store"
@@ -19,10 +20,10 @@ type failingStepRail struct {
 	fails int
 }
 
-func (r *failingStepRail) SettleInTxn(ctx context.Context, req settle.SettleRequest) (func(store.Txn) (settle.Settlement, error), settle.Settlement, error) {
-	step, st, err := r.Rail.SettleInTxn(ctx, req)
+func (r *failingStepRail) SettleInTxn(ctx context.Context, st store.Store, req settle.SettleRequest) (func(store.Txn) (settle.Settlement, error), settle.Settlement, error) {
+	step, s, err := r.Rail.SettleInTxn(ctx, st, req)
 	if step == nil || r.fails == 0 {
-		return step, st, err
+		return step, s, err
 	}
 	r.fails--
 	return func(tx store.Txn) (settle.Settlement, error) {
@@ -78,5 +79,79 @@ func TestSettleInTxnAllOrNothing(t *testing.T) {
 	}
 	if err := h.rail.CheckLedger(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRailAnswersOnBothLedgers runs each class of the rail's answer on a
+// rail with a ledger of its own commits and on one that settles in the
+// outcome's transaction (settle.TxnSettler), and checks that both record
+// the same outcome, that the rail's books agree with it, and that an
+// unknown outcome is finished once by the reconciler.
+func TestRailAnswersOnBothLedgers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rail     func() fake.Options // fresh each run: FailNext counts its calls
+		minor    int64
+		deferred bool // the rail's finality, and the instruction's terms
+		wantErr  error
+		want     Outcome // after Pay, or after Reconcile when wantErr is set
+		status   settle.Status
+	}{
+		{name: "settled", minor: 1250, want: OutcomeSettled, status: settle.StatusSettled},
+		{name: "pending", minor: 1250, deferred: true, want: OutcomeSettled, status: settle.StatusPending},
+		{name: "declined", rail: func() fake.Options { return fake.Options{DeclineAbove: 2000} }, minor: 2500, want: OutcomeFailed, status: settle.StatusDeclined},
+		{name: "unknown after acting", rail: func() fake.Options {
+			return fake.Options{Fault: fake.FailNext(fake.OpSettle, 1, fake.AfterMove(settle.ErrUnknownOutcome))}
+		},
+			minor: 1250, wantErr: ErrRailUnavailable, want: OutcomeSettled, status: settle.StatusSettled},
+		{name: "request lost", rail: func() fake.Options {
+			return fake.Options{Fault: fake.FailNext(fake.OpSettle, 1, settle.ErrUnknownOutcome)}
+		},
+			minor: 1250, wantErr: ErrRailUnavailable, want: OutcomeSettled, status: settle.StatusSettled},
+	} {
+		for _, shared := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/shared=%v", tc.name, shared), func(t *testing.T) {
+				ctx := t.Context()
+				var o fake.Options
+				if tc.rail != nil {
+					o = tc.rail()
+				}
+				o.SharedLog = shared
+				if tc.deferred {
+					o.Facts = settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred}
+				}
+				h := newHarness(t, harnessConfig{rail: &o})
+				res, err := h.pay(h.instruction("k-1", tc.minor, func(in *Instruction) {
+					if tc.deferred {
+						in.Terms.Finality = gate.FinalityDeferred
+					}
+				}))
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Pay = %+v, %v; want %v", res, err, tc.wantErr)
+				}
+				if tc.wantErr != nil {
+					rep, err := h.svc.Reconcile(ctx)
+					if err != nil || rep.Settled != 1 {
+						t.Fatalf("Reconcile = %+v, %v; want one settled", rep, err)
+					}
+					if res, err = h.pay(h.instruction("k-1", tc.minor, nil)); err != nil {
+						t.Fatalf("replay after reconcile: %v", err)
+					}
+				}
+				if res.Outcome != tc.want {
+					t.Errorf("outcome %s, want %s", res.Outcome, tc.want)
+				}
+				l, err := h.rail.Lookup(ctx, res.IntentID)
+				if l.Status != tc.status {
+					t.Errorf("the rail holds %q (%v), want %q", l.Status, err, tc.status)
+				}
+				if n, err := h.rail.Count(ctx); err != nil || n != 1 {
+					t.Errorf("the rail holds %d payments (%v), want 1", n, err)
+				}
+				if err := h.rail.CheckLedger(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
 	}
 }

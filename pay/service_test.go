@@ -82,7 +82,8 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	// By default the rail keeps its ledger in the service's store log, as
 	// the reference server's sandbox rails do (settle.TxnSettler: the
 	// rail's entry commits with the outcome); a test that passes rail
-	// options gets a ledger of its own unless it sets SharedLog.
+	// options gets a ledger with commits of its own, in the same store,
+	// unless it sets SharedLog.
 	railOpts := &fake.Options{SharedLog: true}
 	if cfg.rail != nil {
 		railOpts = cfg.rail

@@ -31,7 +31,7 @@ func (s *Service) settleClaimed(ctx context.Context, in *Intent, prior []byte, r
 	if ts, ok := rail.(settle.TxnSettler); ok && ts.SharesLog() {
 		var step func(store.Txn) (settle.Settlement, error)
 		st, err := s.callRail(ctx, func(ctx context.Context) (st settle.Settlement, err error) {
-			step, st, err = ts.SettleInTxn(ctx, settleRequest(in))
+			step, st, err = ts.SettleInTxn(ctx, s.st, settleRequest(in))
 			return st, err
 		})
 		if step != nil {
@@ -54,10 +54,11 @@ func (s *Service) settleClaimed(ctx context.Context, in *Intent, prior []byte, r
 func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, step func(store.Txn) (settle.Settlement, error), requestID string) (*Result, error) {
 	ctx = context.WithoutCancel(ctx)
 	var res *Result
-	var indefinite error
+	var stepSt settle.Settlement
+	var stepErr error
 	rd := newIntentReader(in, prior)
 	err := s.log.Update(ctx, func(txn store.Txn) error {
-		res, indefinite = nil, nil
+		res, stepSt, stepErr = nil, settle.Settlement{}, nil
 		cur, err := rd.get(txn)
 		if err != nil {
 			return err
@@ -65,24 +66,20 @@ func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, ste
 		if cur.Status != StatusSettling {
 			return nil // someone else finished it; answer from storage below
 		}
-		st, callErr := step(txn)
-		if callErr == nil && (st.Status == settle.StatusSettled || st.Status == settle.StatusPending) {
-			return s.recordSettled(txn, cur, st, requestID, &res)
+		stepSt, stepErr = step(txn)
+		if stepErr == nil && (stepSt.Status == settle.StatusSettled || stepSt.Status == settle.StatusPending) {
+			return s.recordSettled(txn, cur, stepSt, requestID, &res)
 		}
-		if code, msg, ok := railRefusal(st, callErr); ok {
+		if code, msg, ok := railRefusal(stepSt, stepErr); ok {
 			return s.recordFailed(txn, cur, code, msg, requestID, &res)
-		}
-		indefinite = callErr
-		if indefinite == nil {
-			indefinite = fmt.Errorf("the rail answered status %q", st.Status)
 		}
 		return errIndefinite
 	})
 	switch {
 	case errors.Is(err, errIndefinite):
-		return s.finish(ctx, in, prior, settle.Settlement{}, indefinite, requestID)
+		return s.finish(ctx, in, prior, stepSt, stepErr, requestID)
 	case err != nil:
-		return nil, fmt.Errorf("pay: recording settlement of %s: %w", in.ID, err)
+		return nil, fmt.Errorf("pay: recording the rail's answer for %s: %w", in.ID, err)
 	case res == nil:
 		return s.storedResult(ctx, in)
 	}

@@ -269,16 +269,17 @@ type LogSharer interface {
 // own transaction, so that its entry and the caller's outcome are one
 // commit rather than two in a row. SettleInTxn does what precedes the
 // rail's write (its checks, latency and faults) and returns either step,
-// the write, to run in a transaction of the store the rail shares (a
+// the write, to run in a transaction of st, the caller's store (a
 // function that may run more than once, as a transaction's may, with
 // effects only if that transaction commits; its error is the rail's
 // answer, as Settle's would be, or the store's), or, when this call
-// cannot settle that way (a fault of the simulation that happens around
-// the write), step nil and Settle's answer. It is only ever called when
-// SharesLog reports true.
+// cannot settle that way (st is not the store the rail keeps its books
+// in, or a fault of the simulation happens around the write), step nil
+// and Settle's answer. It is only ever called when SharesLog reports
+// true.
 type TxnSettler interface {
 	LogSharer
-	SettleInTxn(ctx context.Context, req SettleRequest) (step func(store.Txn) (Settlement, error), st Settlement, err error)
+	SettleInTxn(ctx context.Context, st store.Store, req SettleRequest) (step func(store.Txn) (Settlement, error), s Settlement, err error)
 }
 
 // Facts are the static properties of a [Rail], which the gate and mandates

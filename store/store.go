@@ -152,7 +152,8 @@ type Committer interface {
 //
 // It is for bookkeeping whose loss, together with everything after it, is
 // harmless: package settle/fake keeps its simulated rail's ledger this
-// way, because the money path records the rail's answer in a later,
+// way where it does not write it in the caller's transaction
+// (SettleInTxn), because the money path records the rail's answer in a later,
 // synchronous commit, and a crash before that commit leaves the payment
 // settling and asks the rail again, which then has no record of it; and
 // package pay decides a payment on such a rail this way (see

@@ -106,12 +106,13 @@ func (in *injector) MaybeError(op errorfs.Op) error {
 // decision, the rail's ledger, the outcome.
 var stageNames = map[int]string{1: "decision", 2: "rail-ledger", 3: "outcome"}
 
-// Under a shared log (fake.Options.SharedLog) the decision and the rail's
-// ledger are deferred commits, and the committer holds a group of deferred
-// commits back for the transaction that waits (pebblestore's
-// deferredHold): the decision, the rail's ledger and the outcome make one
-// commit, the only stage to break. (On a machine slow enough for the hold
-// to end first they make two or three; the first is still the one broken.)
+// Under a shared log (fake.Options.SharedLog) the decision is a deferred
+// commit and the rail's entry is written in the outcome's transaction
+// (settle.TxnSettler), and the committer holds a group of deferred commits
+// back for the transaction that waits (pebblestore's deferredHold): the
+// decision and the outcome with the rail's entry make one commit, the only
+// stage to break. (On a machine slow enough for the hold to end first they
+// make two; the first is still the one broken.)
 var sharedStageNames = map[int]string{1: "one-commit"}
 
 // TestDiskFault breaks the disk under the money path — an fsync error, a

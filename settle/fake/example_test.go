@@ -272,7 +272,7 @@ func ExampleRail_SettleInTxn() {
 	st := &memstore.Store{}
 	rail, _ := fake.New("test-card", &fake.Options{Store: st, SharedLog: true})
 	req := settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 100, Currency: "USD"}
-	step, s, err := rail.SettleInTxn(ctx, req)
+	step, s, err := rail.SettleInTxn(ctx, st, req)
 	if step == nil {
 		// A fault of the simulation around the write: Settle's answer.
 		fmt.Println(s.Status, err)

@@ -17,7 +17,8 @@
 //     and must ask [Rail.Lookup], which tells the truth;
 //   - latency ([Options.MinLatency], [Options.MaxLatency]), half before the
 //     rail acts and half after, so a context cancelled mid-call produces
-//     either kind of unknown outcome;
+//     either kind of unknown outcome (with [Rail.SettleInTxn], whose write
+//     comes after the whole latency, always the lost request);
 //   - scripted faults ([Options.Fault], with [AfterMove] and [FailNext]) for
 //     deterministic tests.
 //
@@ -33,7 +34,9 @@
 // A rail records every payment (settled, pending or declined) and every
 // refund in a [store.Store] under the key prefix "settle/fake/<name>/", in
 // transactions of its own: it models an external system, so its records
-// commit or not independently of the caller's. Give it the server's durable
+// commit or not independently of the caller's. The one exception is
+// [Rail.SettleInTxn] under [Options.SharedLog], whose payment entry
+// commits with the caller's transaction. Give it the server's durable
 // store ([Options.Store]) and a new Rail of the same name over the same
 // store, after a crash and restart, still answers Lookup for the payments
 // the old process made. Without a store it keeps the ledger in memory.
@@ -441,31 +444,42 @@ func (r *Rail) settlePlanned(ctx context.Context, req settle.SettleRequest, p pl
 }
 
 // SettleInTxn implements [settle.TxnSettler]. With [Options.SharedLog],
-// and no fault drawn for this call that happens around the ledger's
-// write (unavailable, a lost request, an unknown outcome after acting),
-// it spends the call's latency and returns the ledger's write as step,
-// for the caller's own transaction; the payment is then on the rail's
-// books exactly when that transaction commits. Otherwise step is nil and
-// st, err are Settle's answer, with the faults drawn once.
-func (r *Rail) SettleInTxn(ctx context.Context, req settle.SettleRequest) (step func(store.Txn) (settle.Settlement, error), st settle.Settlement, err error) {
+// st the rail's own [Options.Store], and no fault drawn for this call
+// that happens around the ledger's write (unavailable, a lost request, an
+// unknown outcome after acting), it spends the call's latency (the same
+// two halves as Settle) and returns the ledger's write as step, for the
+// caller's own transaction on st; the payment is then on the rail's books
+// exactly when that transaction commits. Otherwise step is nil and the
+// answer is Settle's, with the faults drawn once. Two things differ from
+// Settle: a wait cut short by ctx always records nothing (an unknown
+// outcome, as a request lost on the wire), and the payment's time is
+// taken after the whole latency.
+func (r *Rail) SettleInTxn(ctx context.Context, st store.Store, req settle.SettleRequest) (step func(store.Txn) (settle.Settlement, error), s settle.Settlement, err error) {
 	p, err := r.startSettle(ctx, req)
 	if err != nil {
 		return nil, settle.Settlement{}, err
 	}
-	if !r.opts.SharedLog || p.fail != nil || p.lostRequest || p.after != nil {
-		st, err := r.settlePlanned(ctx, req, p)
-		return nil, st, err
+	if !r.opts.SharedLog || st != r.opts.Store || p.fail != nil || p.lostRequest || p.after != nil {
+		s, err := r.settlePlanned(ctx, req, p)
+		return nil, s, err
 	}
-	if err := r.wait(ctx, p.latency); err != nil {
-		// Nothing was written: as a request lost on the wire.
-		return nil, settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+	before, after := split(p.latency)
+	for _, d := range []time.Duration{before, after} {
+		if err := r.wait(ctx, d); err != nil {
+			// Nothing was written: as a request lost on the wire.
+			return nil, settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("%w: %w", settle.ErrUnknownOutcome, err))
+		}
+	}
+	marked, err := r.layoutMarked(ctx)
+	if err != nil {
+		return nil, settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("%w: ledger: %w", settle.ErrUnavailable, err))
 	}
 	now := r.now()
 	return func(tx store.Txn) (settle.Settlement, error) {
-		if !r.layout.Load() {
-			// As update does; the rail cannot learn whether the
-			// caller's transaction commits, so it marks nothing done
-			// here, and the next step looks again (one read).
+		if !marked {
+			// As update does; whether the caller's transaction
+			// commits is not known here, so the next call reads the
+			// layout again (layoutMarked).
 			if err := r.markOldKeys(tx); err != nil {
 				return settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("marking the ledger's used keys: %w", err))
 			}
@@ -474,12 +488,37 @@ func (r *Rail) SettleInTxn(ctx context.Context, req settle.SettleRequest) (step 
 		if err != nil {
 			return settle.Settlement{}, r.settleErr(req.Key, err)
 		}
-		st, err := pay.outcome()
+		s, err := pay.outcome()
 		if err != nil {
-			return st, r.settleErr(req.Key, err)
+			return s, r.settleErr(req.Key, err)
 		}
-		return st, nil
+		return s, nil
 	}, settle.Settlement{}, nil
+}
+
+// layoutMarked reports whether the ledger's keys are all marked
+// (markOldKeys): known in memory once this rail marked them or saw them
+// marked, read from the store until then.
+func (r *Rail) layoutMarked(ctx context.Context) (bool, error) {
+	if r.layout.Load() {
+		return true, nil
+	}
+	var marked bool
+	err := r.opts.Store.View(ctx, func(rd store.Reader) error {
+		v, err := rd.Get(r.key("", layoutName))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		marked = string(v) == layoutV2
+		return nil
+	})
+	if marked {
+		r.layout.Store(true)
+	}
+	return marked, err
 }
 
 // Refund records a refund of the payment under req.Key, at most once per

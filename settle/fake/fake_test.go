@@ -829,6 +829,16 @@ func TestStoreLayout(t *testing.T) {
 // one use: a payment replays and a hold's key is refused for a payment,
 // and the other way round.
 func TestLayoutMarksOldLedger(t *testing.T) {
+	for _, inTxn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inTxn=%v", inTxn), func(t *testing.T) { testLayoutMarksOldLedger(t, inTxn) })
+	}
+}
+
+// testLayoutMarksOldLedger: a new process over an old ledger replays and
+// refuses keys as the old one did, settling by Settle or, inTxn, by
+// SettleInTxn's step in a caller's transaction that fails once and is
+// then committed.
+func testLayoutMarksOldLedger(t *testing.T, inTxn bool) {
 	ctx := t.Context()
 	st := &memstore.Store{}
 	old := newRail(t, "card", &fake.Options{Store: st, Authorizations: true})
@@ -881,14 +891,20 @@ func TestLayoutMarksOldLedger(t *testing.T) {
 		return fmt.Sprintf("%x", v)
 	}
 	before := seq()
-	r := newRail(t, "card", &fake.Options{Store: st, Authorizations: true}) // a new process
-	if s, err := r.Settle(ctx, payReq("paid", 5)); err != nil || s.Reference != paid.Reference {
+	r := newRail(t, "card", &fake.Options{Store: st, Authorizations: true, SharedLog: inTxn}) // a new process
+	settleOnce := r.Settle
+	if inTxn {
+		settleOnce = func(ctx context.Context, req settle.SettleRequest) (settle.Settlement, error) {
+			return settleInCallerTxn(t, st, r, req)
+		}
+	}
+	if s, err := settleOnce(ctx, payReq("paid", 5)); err != nil || s.Reference != paid.Reference {
 		t.Errorf("replayed payment: %+v, %v; want reference %s", s, err, paid.Reference)
 	}
 	if after := seq(); after != before {
 		t.Errorf("the replay recorded a new payment: ledger sequence %s -> %s", before, after)
 	}
-	if _, err := r.Settle(ctx, payReq("held", 7)); !errors.Is(err, settle.ErrKeyReuse) {
+	if _, err := settleOnce(ctx, payReq("held", 7)); !errors.Is(err, settle.ErrKeyReuse) {
 		t.Errorf("payment under a hold's key: %v, want ErrKeyReuse", err)
 	}
 	if _, err := r.Authorize(ctx, payReq("paid", 5)); !errors.Is(err, settle.ErrKeyReuse) {

@@ -23,13 +23,14 @@ import (
 // log, it returns no step and Settle's answer, with the faults drawn once.
 func TestSettleInTxn(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		opts      fake.Options
-		amount    int64
-		abort     bool   // the caller's transaction fails after the step
-		wantStep  bool   // a step is returned
-		wantClass string // of the answer: the step's, else SettleInTxn's
-		recorded  string // what Lookup finds afterwards: a status, or unknownkey
+		name       string
+		opts       fake.Options
+		amount     int64
+		abort      bool   // the caller's transaction fails after the step
+		otherStore bool   // the caller's store is not the rail's
+		wantStep   bool   // a step is returned
+		wantClass  string // of the answer: the step's, else SettleInTxn's
+		recorded   string // what Lookup finds afterwards: a status, or unknownkey
 	}{
 		{name: "settled", opts: fake.Options{SharedLog: true}, amount: 100,
 			wantStep: true, wantClass: "ok", recorded: "settled"},
@@ -39,6 +40,8 @@ func TestSettleInTxn(t *testing.T) {
 			abort: true, wantStep: true, wantClass: "ok", recorded: "unknownkey"},
 		{name: "own log", opts: fake.Options{}, amount: 100,
 			wantClass: "ok", recorded: "settled"},
+		{name: "the caller's store is another", opts: fake.Options{SharedLog: true}, amount: 100,
+			otherStore: true, wantClass: "ok", recorded: "settled"},
 		{name: "unavailable", opts: fake.Options{SharedLog: true, Fault: fake.FailNext(fake.OpSettle, 1, settle.ErrUnavailable)}, amount: 100,
 			wantClass: "unavailable", recorded: "unknownkey"},
 		{name: "response lost after acting", opts: fake.Options{SharedLog: true, Fault: fake.FailNext(fake.OpSettle, 1, fake.AfterMove(settle.ErrUnknownOutcome))}, amount: 100,
@@ -53,7 +56,11 @@ func TestSettleInTxn(t *testing.T) {
 			o.Store = st
 			rail := newRail(t, "test-card", &o)
 			req := payReq("int_1", tc.amount)
-			step, got, err := rail.SettleInTxn(ctx, req)
+			caller := store.Store(st)
+			if tc.otherStore {
+				caller = &memstore.Store{}
+			}
+			step, got, err := rail.SettleInTxn(ctx, caller, req)
 			if (step != nil) != tc.wantStep {
 				t.Fatalf("step returned = %v, want %v", step != nil, tc.wantStep)
 			}
@@ -114,7 +121,7 @@ func TestSettleInTxnReplay(t *testing.T) {
 	req := payReq("int_1", 100)
 	inTxn := func() settle.Settlement {
 		t.Helper()
-		step, _, err := rail.SettleInTxn(ctx, req)
+		step, _, err := rail.SettleInTxn(ctx, st, req)
 		if step == nil || err != nil {
 			t.Fatalf("no step: %v", err)
 		}
@@ -140,13 +147,14 @@ func TestSettleInTxnReplay(t *testing.T) {
 	mustCheck(t, rail)
 }
 
-// TestSettleInTxnLatency: the call's whole latency is spent before the
-// step is returned, and a wait cut short leaves nothing recorded and the
+// TestSettleInTxnLatency: the call's latency is spent before the step is
+// returned, in Settle's two halves, and a wait cut short leaves nothing recorded and the
 // outcome unknown, as a request lost on the wire.
 func TestSettleInTxnLatency(t *testing.T) {
 	for _, cut := range []bool{false, true} {
 		var slept []time.Duration
-		rail := newRail(t, "test-card", &fake.Options{SharedLog: true, MinLatency: 40 * time.Millisecond,
+		st := &memstore.Store{}
+		rail := newRail(t, "test-card", &fake.Options{Store: st, SharedLog: true, MinLatency: 40 * time.Millisecond,
 			Sleep: func(ctx context.Context, d time.Duration) error {
 				slept = append(slept, d)
 				if cut {
@@ -154,8 +162,12 @@ func TestSettleInTxnLatency(t *testing.T) {
 				}
 				return nil
 			}})
-		step, _, err := rail.SettleInTxn(t.Context(), payReq("int_1", 100))
-		if want := []time.Duration{40 * time.Millisecond}; !slices.Equal(slept, want) {
+		step, _, err := rail.SettleInTxn(t.Context(), st, payReq("int_1", 100))
+		want := []time.Duration{20 * time.Millisecond, 20 * time.Millisecond} // as Settle's two halves
+		if cut {
+			want = want[:1]
+		}
+		if !slices.Equal(slept, want) {
 			t.Errorf("cut %v: slept %v, want %v", cut, slept, want)
 		}
 		if cut {
@@ -171,4 +183,32 @@ func TestSettleInTxnLatency(t *testing.T) {
 			t.Errorf("step %v, %v; want a step", step != nil, err)
 		}
 	}
+}
+
+// settleInCallerTxn settles req with SettleInTxn's step in a transaction
+// of st that fails once after the step, then in one that commits (which
+// the store may run more than once), and returns the committed answer.
+func settleInCallerTxn(t *testing.T, st store.Store, r *fake.Rail, req settle.SettleRequest) (settle.Settlement, error) {
+	t.Helper()
+	step, s, err := r.SettleInTxn(t.Context(), st, req)
+	if step == nil {
+		t.Fatalf("no step: %v", err)
+	}
+	abort := errors.New("the caller's transaction fails")
+	if err := st.Update(t.Context(), func(tx store.Txn) error {
+		if _, err := step(tx); err != nil {
+			return err
+		}
+		return abort
+	}); !errors.Is(err, abort) && err != nil {
+		return settle.Settlement{}, err
+	}
+	err = st.Update(t.Context(), func(tx store.Txn) error {
+		s, err = step(tx)
+		return nil // the rail's answer is the caller's to record
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, err
 }
