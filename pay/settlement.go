@@ -45,12 +45,14 @@ func (s *Service) settleClaimed(ctx context.Context, in *Intent, prior []byte, r
 	return s.finish(ctx, in, prior, st, err, requestID)
 }
 
-// finishInTxn is finish for a rail that settles in the outcome's own
-// transaction (settle.TxnSettler): step, the rail's write, runs inside
-// the transaction that records the outcome, so the rail's entry and the
-// outcome commit together or not at all. An answer that is neither a
-// settlement nor a definite refusal writes nothing there, and is recorded
-// as finish records it.
+// finishInTxn records the rail's answer, which step gives inside the
+// transaction that records the outcome: for a rail that settles in that
+// transaction (settle.TxnSettler) step is the rail's write, so the rail's
+// entry and the outcome commit together or not at all; for an answer
+// already had it is answered. A settled or pending answer settles the
+// intent, a definite refusal fails it, and any other answer writes
+// nothing there and is recorded as finish records it. Whoever finished
+// the intent first answers from storage.
 func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, step func(store.Txn) (settle.Settlement, error), requestID string) (*Result, error) {
 	ctx = context.WithoutCancel(ctx)
 	var res *Result
@@ -67,7 +69,7 @@ func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, ste
 			return nil // someone else finished it; answer from storage below
 		}
 		stepSt, stepErr = step(txn)
-		if stepErr == nil && (stepSt.Status == settle.StatusSettled || stepSt.Status == settle.StatusPending) {
+		if railSettled(stepSt, stepErr) {
 			return s.recordSettled(txn, cur, stepSt, requestID, &res)
 		}
 		if code, msg, ok := railRefusal(stepSt, stepErr); ok {
@@ -84,6 +86,17 @@ func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, ste
 		return s.storedResult(ctx, in)
 	}
 	return res, nil
+}
+
+// answered is the step of an answer the rail has already given.
+func answered(st settle.Settlement, callErr error) func(store.Txn) (settle.Settlement, error) {
+	return func(store.Txn) (settle.Settlement, error) { return st, callErr }
+}
+
+// railSettled reports whether a rail's answer is a settlement (settled,
+// or pending on a rail of deferred finality).
+func railSettled(st settle.Settlement, callErr error) bool {
+	return callErr == nil && (st.Status == settle.StatusSettled || st.Status == settle.StatusPending)
 }
 
 // errIndefinite aborts finishInTxn's transaction when the rail's answer
@@ -242,79 +255,36 @@ func (s *Service) finish(ctx context.Context, in *Intent, prior []byte, st settl
 	// The money may have moved: the bookkeeping must not be cancelled by
 	// the client going away.
 	ctx = context.WithoutCancel(ctx)
-	var res *Result
-	code, msg, refused := railRefusal(st, callErr)
-	switch {
-	case callErr == nil && (st.Status == settle.StatusSettled || st.Status == settle.StatusPending):
-		rd := newIntentReader(in, prior)
-		err := s.log.Update(ctx, func(txn store.Txn) error {
-			res = nil
-			cur, err := rd.get(txn)
-			if err != nil {
-				return err
-			}
-			if cur.Status != StatusSettling {
-				return nil // someone else finished it; answer from storage below
-			}
-			return s.recordSettled(txn, cur, st, requestID, &res)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("pay: recording settlement of %s: %w", in.ID, err)
-		}
-		if res == nil {
-			return s.storedResult(ctx, in)
-		}
-		return res, nil
-	case refused:
-		return s.failSettling(ctx, in, prior, code, msg, requestID)
-	default:
-		// Unknown outcome or rail unavailable: stays settling, marked
-		// unknown so that an operator sees it (GET /operator/settling).
-		reason := unknownReason(callErr)
-		s.logger.WarnContext(ctx, "rail answer not definite; intent stays settling",
-			slog.String("intentId", in.ID), slog.String("rail", in.Terms.Rail),
-			slog.String("reason", reason), slog.Any("error", callErr))
-		err := s.log.Update(ctx, func(txn store.Txn) error {
-			if err := s.bumpFailures(txn, "rail_unavailable:"+in.Terms.Rail, requestID); err != nil {
-				return err
-			}
-			return s.markUnknown(txn, in.ID, reason, requestID)
-		})
-		if err != nil {
-			// The intent is still settling (transaction 1 is durable) and
-			// the next attempt asks the rail again; but what failed now is
-			// our store, which is what the caller must be told.
-			s.logger.ErrorContext(ctx, "recording an unknown settlement outcome", slog.String("intentId", in.ID), slog.Any("error", err))
-			return nil, fmt.Errorf("pay: recording the unknown outcome of %s: %w", in.ID, err)
-		}
-		return nil, fmt.Errorf("%w (intent %s)", ErrRailUnavailable, in.ID)
+	if _, _, refused := railRefusal(st, callErr); refused || railSettled(st, callErr) {
+		return s.finishInTxn(ctx, in, prior, answered(st, callErr), requestID)
 	}
+	// Unknown outcome or rail unavailable: stays settling, marked
+	// unknown so that an operator sees it (GET /operator/settling).
+	reason := unknownReason(callErr)
+	s.logger.WarnContext(ctx, "rail answer not definite; intent stays settling",
+		slog.String("intentId", in.ID), slog.String("rail", in.Terms.Rail),
+		slog.String("reason", reason), slog.Any("error", callErr))
+	err := s.log.Update(ctx, func(txn store.Txn) error {
+		if err := s.bumpFailures(txn, "rail_unavailable:"+in.Terms.Rail, requestID); err != nil {
+			return err
+		}
+		return s.markUnknown(txn, in.ID, reason, requestID)
+	})
+	if err != nil {
+		// The intent is still settling (transaction 1 is durable) and
+		// the next attempt asks the rail again; but what failed now is
+		// our store, which is what the caller must be told.
+		s.logger.ErrorContext(ctx, "recording an unknown settlement outcome", slog.String("intentId", in.ID), slog.Any("error", err))
+		return nil, fmt.Errorf("pay: recording the unknown outcome of %s: %w", in.ID, err)
+	}
+	return nil, fmt.Errorf("%w (intent %s)", ErrRailUnavailable, in.ID)
 }
 
 // failSettling records a definite refusal of the rail (a declined
 // payment, capture or authorization) for an intent still settling;
 // whoever finished it first answers from storage.
 func (s *Service) failSettling(ctx context.Context, in *Intent, prior []byte, code, msg, requestID string) (*Result, error) {
-	var res *Result
-	rd := newIntentReader(in, prior)
-	err := s.log.Update(ctx, func(txn store.Txn) error {
-		res = nil
-		cur, err := rd.get(txn)
-		if err != nil {
-			return err
-		}
-		if cur.Status != StatusSettling {
-			return nil
-		}
-		return s.recordFailed(txn, cur, code, msg, requestID, &res)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pay: recording decline of %s: %w", in.ID, err)
-	}
-	if res == nil {
-		return s.storedResult(ctx, in)
-	}
-	return res, nil
+	return s.finishInTxn(ctx, in, prior, answered(settle.Settlement{}, &settle.DeclineError{Code: code, Message: msg}), requestID)
 }
 
 // Reasons an outcome is unknown ([UnknownOutcome.Reason]).

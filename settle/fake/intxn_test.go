@@ -203,12 +203,12 @@ func settleInCallerTxn(t *testing.T, st store.Store, r *fake.Rail, req settle.Se
 	}); !errors.Is(err, abort) && err != nil {
 		return settle.Settlement{}, err
 	}
-	err = st.Update(t.Context(), func(tx store.Txn) error {
-		s, err = step(tx)
+	var answer error
+	if err := st.Update(t.Context(), func(tx store.Txn) error {
+		s, answer = step(tx)
 		return nil // the rail's answer is the caller's to record
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
-	return s, err
+	return s, answer
 }
