@@ -282,6 +282,24 @@ type TxnSettler interface {
 	SettleInTxn(ctx context.Context, st store.Store, req SettleRequest) (step func(store.Txn) (Settlement, error), s Settlement, err error)
 }
 
+// An InstantSettler is a [TxnSettler] that can answer a payment at once,
+// so that the caller may decide the payment, send it and record the
+// outcome in one transaction: one commit a payment instead of two.
+// PrepareInTxn returns the rail's write as a step, as SettleInTxn does,
+// but has no effect of its own: it may read st, but it takes no time,
+// draws no fault and records nothing, so the caller may prepare a payment before knowing
+// whether it will be sent and drop the step when it is not (a denial, a
+// hold for approval, a replay). Only the step, in a transaction of st
+// that commits, puts the payment on the rail's books; it may run more
+// than once, as a transaction's function may. PrepareInTxn returns nil
+// when this call cannot be answered at once (the rail simulates latency
+// or faults, or st is not the store it keeps its books in); the caller
+// then commits its decision first and calls SettleInTxn.
+type InstantSettler interface {
+	TxnSettler
+	PrepareInTxn(ctx context.Context, st store.Store, req SettleRequest) func(store.Txn) (Settlement, error)
+}
+
 // Facts are the static properties of a [Rail], which the gate and mandates
 // reason about (an irreversible payment may need a person's approval).
 type Facts struct {

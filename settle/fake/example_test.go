@@ -292,3 +292,34 @@ func ExampleRail_SettleInTxn() {
 	// <nil>
 	// settled
 }
+
+// A rail that answers at once can be prepared before the payment is
+// decided: the step is the payment, sent only if the caller runs it in the
+// transaction that records the decision (here, an allowed one).
+func ExampleRail_PrepareInTxn() {
+	ctx := context.Background()
+	st := &memstore.Store{}
+	rail, _ := fake.New("test-card", &fake.Options{Store: st, SharedLog: true})
+	req := settle.SettleRequest{Key: "int_1", Payee: "acct:seller.example", Amount: 100, Currency: "USD"}
+	step := rail.PrepareInTxn(ctx, st, req)
+	if step == nil {
+		// Latency or faults to simulate: decide first, then SettleInTxn.
+		return
+	}
+	err := st.Update(ctx, func(tx store.Txn) error {
+		if err := tx.Set([]byte("decision/int_1"), []byte("allow")); err != nil {
+			return err
+		}
+		s, err := step(tx)
+		if err != nil {
+			return err
+		}
+		return tx.Set([]byte("outcome/int_1"), []byte(s.Status))
+	})
+	fmt.Println(err)
+	s, _ := rail.Lookup(ctx, "int_1")
+	fmt.Println(s.Status)
+	// Output:
+	// <nil>
+	// settled
+}

@@ -114,6 +114,8 @@ const (
 	// CodeReturned: a pending payment that failed when it became final
 	// ([Options.PendingDeclineRate]).
 	CodeReturned = "returned"
+	// CodeDoNotHonor: the payee is one of [Options.DeclinePayees].
+	CodeDoNotHonor = "do_not_honor"
 )
 
 // UnknownMode says where a simulated unknown outcome happens.
@@ -152,6 +154,11 @@ type Options struct {
 	// authorization of a larger amount with code CodeAmountTooLarge. Zero
 	// means no limit.
 	DeclineAbove int64
+
+	// DeclinePayees lists payees every payment and authorization to which
+	// is declined with code CodeDoNotHonor (the sandbox declines
+	// [SandboxDeclinePayee]).
+	DeclinePayees []string
 
 	// DeclineRate is the probability, in [0, 1], that a payment or an
 	// authorization is declined with code CodeInsufficientFunds. Default 0.
@@ -475,6 +482,12 @@ func (r *Rail) SettleInTxn(ctx context.Context, st store.Store, req settle.Settl
 		return nil, settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("%w: ledger: %w", settle.ErrUnavailable, err))
 	}
 	now := r.now()
+	return r.step(req, p, marked, func() time.Time { return now }), settle.Settlement{}, nil
+}
+
+// step is the ledger's write of a payment planned as p, in the caller's
+// transaction: SettleInTxn's and PrepareInTxn's.
+func (r *Rail) step(req settle.SettleRequest, p plan, marked bool, now func() time.Time) func(store.Txn) (settle.Settlement, error) {
 	return func(tx store.Txn) (settle.Settlement, error) {
 		if !marked {
 			// As update does; whether the caller's transaction
@@ -484,7 +497,7 @@ func (r *Rail) SettleInTxn(ctx context.Context, st store.Store, req settle.Settl
 				return settle.Settlement{}, r.settleErr(req.Key, fmt.Errorf("marking the ledger's used keys: %w", err))
 			}
 		}
-		pay, err := r.settleIn(tx, req, p, now)
+		pay, err := r.settleIn(tx, req, p, now())
 		if err != nil {
 			return settle.Settlement{}, r.settleErr(req.Key, err)
 		}
@@ -493,7 +506,36 @@ func (r *Rail) SettleInTxn(ctx context.Context, st store.Store, req settle.Settl
 			return s, r.settleErr(req.Key, err)
 		}
 		return s, nil
-	}, settle.Settlement{}, nil
+	}
+}
+
+// PrepareInTxn implements [settle.InstantSettler]. It answers at once
+// only on a rail configured to act without delay or chance: with
+// [Options.SharedLog], st its own [Options.Store], no latency, no
+// [Options.Fault] and every random rate zero; its declines are then the
+// deterministic ones ([Options.DeclineAbove], [Options.DeclinePayees]),
+// recorded by the step as Settle would record them. It also returns nil
+// until this rail has seen its ledger's layout marked (SettleInTxn marks
+// Preparing may read the ledger's layout (layoutMarked), and draws and
+// records nothing; the payment's time is taken when the step runs.
+func (r *Rail) PrepareInTxn(ctx context.Context, st store.Store, req settle.SettleRequest) func(store.Txn) (settle.Settlement, error) {
+	if !r.instant() || st != r.opts.Store || req.Validate() != nil {
+		return nil
+	}
+	marked, err := r.layoutMarked(ctx)
+	if err != nil {
+		return nil // SettleInTxn, on the long way, answers it
+	}
+	return r.step(req, r.plan(OpSettle, req, req.Amount), marked, r.now)
+}
+
+// instant reports whether every call of this rail is answered at once
+// and without chance: plan draws nothing and calls no Fault, so that it
+// may run before the caller knows whether it will send the payment.
+func (r *Rail) instant() bool {
+	o := r.opts
+	return o.SharedLog && o.Fault == nil && o.MinLatency == 0 && o.MaxLatency == 0 &&
+		o.DeclineRate == 0 && o.PendingDeclineRate == 0 && o.UnavailableRate == 0 && o.UnknownOutcomeRate == 0
 }
 
 // layoutMarked reports whether the ledger's keys are all marked

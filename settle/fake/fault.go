@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,6 +131,11 @@ func (r *Rail) plan(op Op, req any, amount int64) plan {
 	if op == OpSettle || op == OpAuthorize {
 		switch {
 		case p.decline != nil:
+		case declinedPayee(r.opts.DeclinePayees, req):
+			p.decline = &settle.DeclineError{
+				Code:    CodeDoNotHonor,
+				Message: "this rail declines every payment to " + req.(settle.SettleRequest).Payee,
+			}
 		case r.opts.DeclineAbove > 0 && amount > r.opts.DeclineAbove:
 			p.decline = &settle.DeclineError{
 				Code:    CodeAmountTooLarge,
@@ -149,6 +155,13 @@ func (r *Rail) plan(op Op, req any, amount int64) plan {
 		p.latency = r.opts.MinLatency
 	}
 	return p
+}
+
+// declinedPayee reports whether req, a payment or an authorization, is to
+// one of payees.
+func declinedPayee(payees []string, req any) bool {
+	sr, ok := req.(settle.SettleRequest)
+	return ok && slices.Contains(payees, sr.Payee)
 }
 
 // declinable reports whether a scripted decline of op is recorded as one:

@@ -212,3 +212,105 @@ func settleInCallerTxn(t *testing.T, st store.Store, r *fake.Rail, req settle.Se
 	}
 	return s, answer
 }
+
+// TestPrepareInTxn checks PrepareInTxn: on a rail that answers at once it
+// returns a step that records and answers what Settle would, and records
+// nothing unless the caller's transaction commits; preparing alone draws
+// no fault, waits for nothing and records nothing; a rail with latency or
+// chance, or not in the caller's store, prepares nothing.
+func TestPrepareInTxn(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		opts       fake.Options
+		amount     int64
+		run        bool // the step runs in the caller's transaction
+		abort      bool // which then fails
+		otherStore bool
+		wantStep   bool
+		wantClass  string
+		recorded   string // what Lookup finds afterwards
+	}{
+		{name: "settled", opts: fake.Options{SharedLog: true}, amount: 100, run: true,
+			wantStep: true, wantClass: "ok", recorded: "settled"},
+		{name: "pending on a deferred rail", opts: fake.Options{SharedLog: true, Facts: settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred}},
+			amount: 100, run: true, wantStep: true, wantClass: "ok", recorded: "pending"},
+		{name: "declined above its limit", opts: fake.Options{SharedLog: true, DeclineAbove: 50}, amount: 100, run: true,
+			wantStep: true, wantClass: "declined", recorded: "declined"},
+		{name: "declined payee", opts: fake.Options{SharedLog: true, DeclinePayees: []string{"acct:seller.example"}}, amount: 100, run: true,
+			wantStep: true, wantClass: "declined", recorded: "declined"},
+		{name: "prepared, never sent", opts: fake.Options{SharedLog: true}, amount: 100,
+			wantStep: true, recorded: "unknownkey"},
+		{name: "caller's transaction fails", opts: fake.Options{SharedLog: true}, amount: 100, run: true, abort: true,
+			wantStep: true, wantClass: "ok", recorded: "unknownkey"},
+		{name: "latency", opts: fake.Options{SharedLog: true, MinLatency: time.Millisecond}, amount: 100, recorded: "unknownkey"},
+		{name: "scripted faults", opts: fake.Options{SharedLog: true, Fault: func(fake.Op, any) error { return nil }}, amount: 100, recorded: "unknownkey"},
+		{name: "random declines", opts: fake.Options{SharedLog: true, DeclineRate: 0.5}, amount: 100, recorded: "unknownkey"},
+		{name: "random returns", opts: fake.Options{SharedLog: true, PendingDeclineRate: 0.5, Facts: settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred}},
+			amount: 100, recorded: "unknownkey"},
+		{name: "random unavailability", opts: fake.Options{SharedLog: true, UnavailableRate: 0.5}, amount: 100, recorded: "unknownkey"},
+		{name: "random unknown outcomes", opts: fake.Options{SharedLog: true, UnknownOutcomeRate: 0.5}, amount: 100, recorded: "unknownkey"},
+		{name: "own log", opts: fake.Options{}, amount: 100, recorded: "unknownkey"},
+		{name: "the caller's store is another", opts: fake.Options{SharedLog: true}, amount: 100, otherStore: true, recorded: "unknownkey"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			st := &memstore.Store{} // retries spuriously: the step runs more than once
+			o := tc.opts
+			o.Store = st
+			draws, sleeps := 0, 0
+			o.Rand = func() float64 { draws++; return 0.99 }
+			o.Sleep = func(context.Context, time.Duration) error { sleeps++; return nil }
+			rail := newRail(t, "test-card", &o)
+			req := payReq("int_1", tc.amount)
+			caller := store.Store(st)
+			if tc.otherStore {
+				caller = &memstore.Store{}
+			}
+			step := rail.PrepareInTxn(ctx, caller, req)
+			if (step != nil) != tc.wantStep {
+				t.Fatalf("step returned = %v, want %v", step != nil, tc.wantStep)
+			}
+			if draws != 0 || sleeps != 0 {
+				t.Errorf("preparing drew %d numbers and slept %d times, want none", draws, sleeps)
+			}
+			var got settle.Settlement
+			var err error
+			if tc.run {
+				abort := errors.New("the caller's own failure")
+				uerr := st.Update(ctx, func(tx store.Txn) error {
+					got, err = step(tx)
+					if tc.abort {
+						return abort
+					}
+					return nil
+				})
+				if tc.abort != (uerr != nil) {
+					t.Fatalf("Update = %v", uerr)
+				}
+				if c := class(err); c != tc.wantClass {
+					t.Errorf("answer %+v, %v: class %s, want %s", got, err, c, tc.wantClass)
+				}
+			}
+			l, lerr := rail.Lookup(ctx, req.Key)
+			recorded := string(l.Status)
+			if errors.Is(lerr, settle.ErrUnknownKey) {
+				recorded = "unknownkey"
+			}
+			if recorded != tc.recorded {
+				t.Errorf("recorded %q (%v), want %q", recorded, lerr, tc.recorded)
+			}
+			mustCheck(t, rail)
+			if !tc.run || tc.abort {
+				return
+			}
+			// What Settle answers on a rail of the same name and options
+			// that never saw the key.
+			o2 := tc.opts
+			o2.Store = &memstore.Store{}
+			want, werr := newRail(t, "test-card", &o2).Settle(ctx, req)
+			if diff := cmp.Diff(want, got); diff != "" || class(werr) != class(err) {
+				t.Errorf("step answered %v (%v), Settle %v (-Settle +step):\n%s", got, err, werr, diff)
+			}
+		})
+	}
+}

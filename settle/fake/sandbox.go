@@ -22,15 +22,6 @@ const (
 // decline, and trip the circuit breaker, on purpose.
 const SandboxDeclinePayee = "acct:decline.sandbox"
 
-// declineMagicPayee is the sandbox rails' fault hook.
-func declineMagicPayee(op Op, req any) error {
-	r, ok := req.(settle.SettleRequest)
-	if ok && (op == OpSettle || op == OpAuthorize) && r.Payee == SandboxDeclinePayee {
-		return &settle.DeclineError{Code: "do_not_honor", Message: "the sandbox declines every payment to " + SandboxDeclinePayee}
-	}
-	return nil
-}
-
 // SandboxOptions configures [NewSandbox]. The zero value gives rails with
 // small, realistic latency and in-memory ledgers that never fail.
 type SandboxOptions struct {
@@ -112,7 +103,7 @@ func NewSandbox(opts *SandboxOptions) ([]*Rail, error) {
 			SharedLog:       o.SharedLog,
 			FinalityDelay:   o.FinalityDelay,
 			ReferencePrefix: s.prefix,
-			Fault:           declineMagicPayee,
+			DeclinePayees:   []string{SandboxDeclinePayee},
 			Authorizations:  s.auths,
 		}
 		if o.MaxLatency > 0 {
