@@ -61,23 +61,30 @@ func (s *opStore) take() []string {
 // rail every commit is synchronous.
 func TestDecisionDeferredOnlyOnALogSharingRail(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		shared bool
-		minor  int64
-		replay bool
-		want   []string
+		name    string
+		shared  bool
+		latency bool // the rail takes time: it cannot answer in the decision's transaction
+		minor   int64
+		replay  bool
+		want    []string
 	}{
 		// decision; the rail's ledger and the outcome, one commit
 		// (settle.TxnSettler)
-		{"settled, shared log", true, 1250, false, []string{"deferred", "sync"}},
+		{"settled, shared log, latency", true, true, 1250, false, []string{"deferred", "sync"}},
 		// decision, barrier
-		{"held, shared log", true, 10_000, false, []string{"deferred", "sync"}},
-		{"denied, shared log", true, 60_000, false, []string{"deferred", "sync"}},
-		{"replayed, shared log", true, 1250, true, []string{"deferred", "sync"}},
+		{"held, shared log, latency", true, true, 10_000, false, []string{"deferred", "sync"}},
+		{"denied, shared log, latency", true, true, 60_000, false, []string{"deferred", "sync"}},
+		{"replayed, shared log, latency", true, true, 1250, true, []string{"deferred", "sync"}},
+		// decision, the rail's ledger and the outcome, one commit
+		// (settle.InstantSettler); a decision not sent is one commit too
+		{"settled, shared log, at once", true, false, 1250, false, []string{"sync"}},
+		{"held, shared log, at once", true, false, 10_000, false, []string{"sync"}},
+		{"denied, shared log, at once", true, false, 60_000, false, []string{"sync"}},
+		{"replayed, shared log, at once", true, false, 1250, true, []string{"sync"}},
 		// decision, rail ledger, outcome
-		{"settled, own log", false, 1250, false, []string{"sync", "sync", "sync"}},
-		{"held, own log", false, 10_000, false, []string{"sync"}},
-		{"replayed, own log", false, 1250, true, []string{"sync"}},
+		{"settled, own log", false, false, 1250, false, []string{"sync", "sync", "sync"}},
+		{"held, own log", false, false, 10_000, false, []string{"sync"}},
+		{"replayed, own log", false, false, 1250, true, []string{"sync"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessConfig{})
@@ -87,7 +94,11 @@ func TestDecisionDeferredOnlyOnALogSharingRail(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.rail, err = fake.New("sandbox-card", &fake.Options{Store: ops, SharedLog: tc.shared, Now: h.clock.Now})
+			o := &fake.Options{Store: ops, SharedLog: tc.shared, Now: h.clock.Now}
+			if tc.latency {
+				o.MinLatency, o.Sleep = time.Millisecond, noSleep
+			}
+			h.rail, err = fake.New("sandbox-card", o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,3 +181,7 @@ func TestReplayOfEveryOutcome(t *testing.T) {
 		})
 	}
 }
+
+// noSleep is a rail's Sleep that returns at once: the rail has latency,
+// and so answers after the decision commits, but the test does not wait.
+func noSleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }

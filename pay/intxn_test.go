@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/gate"
 	"github.com/countersign/countersign/settle"
@@ -22,8 +23,16 @@ type failingStepRail struct {
 
 func (r *failingStepRail) SettleInTxn(ctx context.Context, st store.Store, req settle.SettleRequest) (func(store.Txn) (settle.Settlement, error), settle.Settlement, error) {
 	step, s, err := r.Rail.SettleInTxn(ctx, st, req)
+	return r.failing(step), s, err
+}
+
+func (r *failingStepRail) PrepareInTxn(ctx context.Context, st store.Store, req settle.SettleRequest) func(store.Txn) (settle.Settlement, error) {
+	return r.failing(r.Rail.PrepareInTxn(ctx, st, req))
+}
+
+func (r *failingStepRail) failing(step func(store.Txn) (settle.Settlement, error)) func(store.Txn) (settle.Settlement, error) {
 	if step == nil || r.fails == 0 {
-		return step, s, err
+		return step
 	}
 	r.fails--
 	return func(tx store.Txn) (settle.Settlement, error) {
@@ -31,7 +40,7 @@ func (r *failingStepRail) SettleInTxn(ctx context.Context, st store.Store, req s
 			return settle.Settlement{}, err
 		}
 		return settle.Settlement{}, fmt.Errorf("the outcome's transaction: %w", store.ErrUnavailable)
-	}, settle.Settlement{}, nil
+	}
 }
 
 // TestSettleInTxnAllOrNothing: on a rail that settles in the outcome's
@@ -41,7 +50,9 @@ func (r *failingStepRail) SettleInTxn(ctx context.Context, st store.Store, req s
 // the reconciler sends it again under the same key and settles it once.
 func TestSettleInTxnAllOrNothing(t *testing.T) {
 	ctx := t.Context()
-	h := newHarness(t, harnessConfig{})
+	// A rail with latency answers after the decision commits
+	// (SettleInTxn), not in its transaction (PrepareInTxn).
+	h := newHarness(t, harnessConfig{rail: &fake.Options{SharedLog: true, MinLatency: time.Millisecond, Sleep: noSleep}})
 	h.wrapRail = func(r *fake.Rail) settle.Rail { return &failingStepRail{Rail: r, fails: 1} }
 	h.svc = h.newService()
 	_, err := h.pay(h.instruction("k-1", 1250, nil))
@@ -82,6 +93,48 @@ func TestSettleInTxnAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestInstantSettleAllOrNothing: on a rail that answers at once
+// (settle.InstantSettler), the decision, the rail's entry and the
+// outcome are one transaction. When the rail's answer in it is not
+// definite, none of it commits: the payment is decided again and sent the
+// long way, and ends settled once, with one decision in the record.
+func TestInstantSettleAllOrNothing(t *testing.T) {
+	ctx := t.Context()
+	h := newHarness(t, harnessConfig{})
+	var rail *failingStepRail
+	h.wrapRail = func(r *fake.Rail) settle.Rail {
+		rail = &failingStepRail{Rail: r, fails: 1}
+		return rail
+	}
+	h.svc = h.newService()
+	res, err := h.pay(h.instruction("k-1", 1250, nil))
+	if err != nil || res.Outcome != OutcomeSettled {
+		t.Fatalf("Pay = %+v, %v; want settled", res, err)
+	}
+	if rail.fails != 0 {
+		t.Fatal("the payment was not prepared in the decision's transaction")
+	}
+	decisions := 0
+	for _, typ := range h.entryTypes() {
+		if typ == "gate.decision" {
+			decisions++
+		}
+	}
+	if decisions != 1 {
+		t.Errorf("%d decisions in the record (%q), want 1", decisions, h.entryTypes())
+	}
+	if n, err := h.rail.Count(ctx); err != nil || n != 1 {
+		t.Fatalf("the rail holds %d payments (%v), want 1", n, err)
+	}
+	if err := h.rail.CheckLedger(ctx); err != nil {
+		t.Fatal(err)
+	}
+	page, err := h.svc.Settling(ctx, "", 10)
+	if err != nil || len(page.Data) != 0 {
+		t.Fatalf("settling list %+v, %v; want empty", page, err)
+	}
+}
+
 // TestRailAnswersOnBothLedgers runs each class of the rail's answer on a
 // rail with a ledger of its own commits and on one that settles in the
 // outcome's transaction (settle.TxnSettler), and checks that both record
@@ -109,14 +162,24 @@ func TestRailAnswersOnBothLedgers(t *testing.T) {
 		},
 			minor: 1250, wantErr: ErrRailUnavailable, want: OutcomeSettled, status: settle.StatusSettled},
 	} {
-		for _, shared := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/shared=%v", tc.name, shared), func(t *testing.T) {
+		for _, kind := range []struct {
+			name            string
+			shared, latency bool
+		}{
+			{"own commits", false, false},
+			{"outcome's transaction", true, true},   // SettleInTxn
+			{"decision's transaction", true, false}, // PrepareInTxn, where no fault is drawn
+		} {
+			t.Run(tc.name+"/"+kind.name, func(t *testing.T) {
 				ctx := t.Context()
 				var o fake.Options
 				if tc.rail != nil {
 					o = tc.rail()
 				}
-				o.SharedLog = shared
+				o.SharedLog = kind.shared
+				if kind.latency {
+					o.MinLatency, o.Sleep = time.Millisecond, noSleep
+				}
 				if tc.deferred {
 					o.Facts = settle.Facts{Reversibility: settle.Reversible, Finality: settle.Deferred}
 				}

@@ -496,11 +496,15 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 	// need not be durable before the rail is called: see
 	// settle.LogSharer, and the barrier below for every other way out.
 	shared := s.sharesLog(in.Terms.Rail)
-	update := s.log.Update
-	if shared {
-		update = s.log.UpdateDeferred
+	// On a rail that answers at once in this store's log, a payment sent
+	// now is decided, sent and recorded in one transaction
+	// (settle.InstantSettler): step is the rail's write, prepared before
+	// the decision and dropped unless the payment is sent.
+	var step func(store.Txn) (settle.Settlement, error)
+	if shared && sg.Hold == nil {
+		step = s.prepareInstant(ctx, in, id, meta)
 	}
-	err := update(ctx, func(txn store.Txn) error {
+	decideFn := func(txn store.Txn) error {
 		res, resume, deferred, toSettle, toAuthorize, prior = nil, "", nil, nil, false, nil
 		rec, err := getIdem(txn, route, c.KeyID, in.IdempotencyKey)
 		if err != nil {
@@ -679,8 +683,12 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 				if err := intent.transition(StepDecided, StatusSettling); err != nil {
 					return err
 				}
-				if err := settlingList.Put(txn, entry.Seq, id); err != nil {
-					return err
+				if step == nil {
+					// Sent after this transaction: the reconciler
+					// finishes it if this process does not.
+					if err := settlingList.Put(txn, entry.Seq, id); err != nil {
+						return err
+					}
 				}
 				idem.State, idem.Result = idemInFlight, nil
 				toSettle = intent
@@ -709,12 +717,34 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			}
 		}
 		if sg.OnDecided != nil {
-			return sg.OnDecided(txn, intent)
+			if err := sg.OnDecided(txn, intent); err != nil {
+				return err
+			}
+		}
+		if step != nil && toSettle != nil {
+			st, serr := step(txn)
+			return s.recordAnswer(txn, intent, st, serr, false, requestID, &res)
 		}
 		return nil
-	})
+	}
+	var err error
+	switch {
+	case !shared:
+		err = s.log.Update(ctx, decideFn)
+	case step == nil:
+		err = s.log.UpdateDeferred(ctx, decideFn)
+	default:
+		if err = s.log.Update(ctx, decideFn); errors.Is(err, errIndefinite) {
+			// The rail's answer in the deciding transaction was not
+			// definite, so that transaction wrote nothing: decide again
+			// and send the payment the long way, where such an answer is
+			// recorded and reconciled.
+			step = nil
+			err = s.log.UpdateDeferred(ctx, decideFn)
+		}
+	}
 	sending := err == nil && deferred == nil && res == nil && resume == "" && !toAuthorize
-	if shared && !sending {
+	if shared && step == nil && !sending {
 		// Every way out but sending the payment now answers from what
 		// the deciding transaction read or wrote (a decision, a replay, a
 		// conflict): it must be durable first. An empty Update is the
@@ -753,6 +783,21 @@ func (s *Service) sharesLog(rail string) bool {
 	}
 	ls, ok := r.(settle.LogSharer)
 	return ok && ls.SharesLog()
+}
+
+// prepareInstant returns the write of a rail that answers at once in this
+// store's log (settle.InstantSettler) of the payment in would make as
+// intent id, or nil when its rail cannot answer it at once.
+func (s *Service) prepareInstant(ctx context.Context, in *Instruction, id string, meta map[string]string) func(store.Txn) (settle.Settlement, error) {
+	r, err := s.rails.Get(in.Terms.Rail)
+	if err != nil {
+		return nil
+	}
+	is, ok := r.(settle.InstantSettler)
+	if !ok {
+		return nil
+	}
+	return is.PrepareInTxn(ctx, s.st, settleRequest(&Intent{ID: id, IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Metadata: meta}))
 }
 
 // indexIntent writes the secondary indexes of a new intent: by agent key

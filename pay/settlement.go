@@ -69,13 +69,7 @@ func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, ste
 			return nil // someone else finished it; answer from storage below
 		}
 		stepSt, stepErr = step(txn)
-		if railSettled(stepSt, stepErr) {
-			return s.recordSettled(txn, cur, stepSt, requestID, &res)
-		}
-		if code, msg, ok := railRefusal(stepSt, stepErr); ok {
-			return s.recordFailed(txn, cur, code, msg, requestID, &res)
-		}
-		return errIndefinite
+		return s.recordAnswer(txn, cur, stepSt, stepErr, true, requestID, &res)
 	})
 	switch {
 	case errors.Is(err, errIndefinite):
@@ -86,6 +80,21 @@ func (s *Service) finishInTxn(ctx context.Context, in *Intent, prior []byte, ste
 		return s.storedResult(ctx, in)
 	}
 	return res, nil
+}
+
+// recordAnswer records the rail's answer on cur, an intent settling: a
+// settled or pending answer settles it, a definite refusal fails it, and
+// any other answer is errIndefinite, to abort the transaction. listed
+// says whether cur is on the settling list (it is not when it was decided
+// in this transaction, on a rail that answers at once).
+func (s *Service) recordAnswer(txn store.Txn, cur *Intent, st settle.Settlement, callErr error, listed bool, requestID string, res **Result) error {
+	if railSettled(st, callErr) {
+		return s.recordSettled(txn, cur, st, listed, requestID, res)
+	}
+	if code, msg, ok := railRefusal(st, callErr); ok {
+		return s.recordFailed(txn, cur, code, msg, listed, requestID, res)
+	}
+	return errIndefinite
 }
 
 // answered is the step of an answer the rail has already given.
@@ -350,7 +359,7 @@ type settledData struct {
 	AuditHash string `json:"auditHash,omitempty"`
 }
 
-func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement, requestID string, res **Result) error {
+func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement, listed bool, requestID string, res **Result) error {
 	now := s.now().UTC().Truncate(time.Microsecond)
 	at := st.SettledAt
 	if at.IsZero() {
@@ -381,7 +390,7 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
-	if err := settlingList.Remove(txn, cur.ID); err != nil {
+	if err := unlist(txn, cur, listed); err != nil {
 		return err
 	}
 	r, _ := outcomeOf(cur)
@@ -405,7 +414,7 @@ func (s *Service) recordSettled(txn store.Txn, cur *Intent, st settle.Settlement
 	return nil
 }
 
-func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID string, res **Result) error {
+func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg string, listed bool, requestID string, res **Result) error {
 	now := s.now().UTC().Truncate(time.Microsecond)
 	data, err := json.Marshal(map[string]string{"declineCode": code, "message": msg, "rail": cur.Terms.Rail})
 	if err != nil {
@@ -433,7 +442,7 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 	if err := putIntent(txn, cur); err != nil {
 		return err
 	}
-	if err := settlingList.Remove(txn, cur.ID); err != nil {
+	if err := unlist(txn, cur, listed); err != nil {
 		return err
 	}
 	r, _ := outcomeOf(cur)
@@ -445,6 +454,14 @@ func (s *Service) recordFailed(txn store.Txn, cur *Intent, code, msg, requestID 
 	}
 	*res = r
 	return nil
+}
+
+// unlist takes cur off the settling list, if listed.
+func unlist(txn store.Txn, cur *Intent, listed bool) error {
+	if !listed {
+		return nil
+	}
+	return settlingList.Remove(txn, cur.ID)
 }
 
 // releaseReservation gives an intent's reserved amount back to its
