@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -61,30 +62,35 @@ func (s *opStore) take() []string {
 // rail every commit is synchronous.
 func TestDecisionDeferredOnlyOnALogSharingRail(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		shared  bool
-		latency bool // the rail takes time: it cannot answer in the decision's transaction
-		minor   int64
-		replay  bool
-		want    []string
+		name     string
+		shared   bool
+		latency  bool // the rail takes time: it cannot answer in the decision's transaction
+		minor    int64
+		replay   bool
+		conflict bool // the same key, another payment: answered 409
+		want     []string
 	}{
 		// decision; the rail's ledger and the outcome, one commit
 		// (settle.TxnSettler)
-		{"settled, shared log, latency", true, true, 1250, false, []string{"deferred", "sync"}},
+		{"settled, shared log, latency", true, true, 1250, false, false, []string{"deferred", "sync"}},
 		// decision, barrier
-		{"held, shared log, latency", true, true, 10_000, false, []string{"deferred", "sync"}},
-		{"denied, shared log, latency", true, true, 60_000, false, []string{"deferred", "sync"}},
-		{"replayed, shared log, latency", true, true, 1250, true, []string{"deferred", "sync"}},
+		{"held, shared log, latency", true, true, 10_000, false, false, []string{"deferred", "sync"}},
+		{"denied, shared log, latency", true, true, 60_000, false, false, []string{"deferred", "sync"}},
+		{"replayed, shared log, latency", true, true, 1250, true, false, []string{"deferred", "sync"}},
 		// decision, the rail's ledger and the outcome, one commit
 		// (settle.InstantSettler); a decision not sent is one commit too
-		{"settled, shared log, at once", true, false, 1250, false, []string{"sync"}},
-		{"held, shared log, at once", true, false, 10_000, false, []string{"sync"}},
-		{"denied, shared log, at once", true, false, 60_000, false, []string{"sync"}},
-		{"replayed, shared log, at once", true, false, 1250, true, []string{"sync"}},
+		{"settled, shared log, at once", true, false, 1250, false, false, []string{"sync"}},
+		{"held, shared log, at once", true, false, 10_000, false, false, []string{"sync"}},
+		{"denied, shared log, at once", true, false, 60_000, false, false, []string{"sync"}},
+		{"replayed, shared log, at once", true, false, 1250, true, false, []string{"sync"}},
 		// decision, rail ledger, outcome
-		{"settled, own log", false, false, 1250, false, []string{"sync", "sync", "sync"}},
-		{"held, own log", false, false, 10_000, false, []string{"sync"}},
-		{"replayed, own log", false, false, 1250, true, []string{"sync"}},
+		// a conflict's deciding transaction commits nothing; the barrier
+		// makes what it read durable before the answer
+		{"conflict, shared log, latency", true, true, 1250, false, true, []string{"sync"}},
+		{"conflict, shared log, at once", true, false, 1250, false, true, []string{"sync"}},
+		{"settled, own log", false, false, 1250, false, false, []string{"sync", "sync", "sync"}},
+		{"held, own log", false, false, 10_000, false, false, []string{"sync"}},
+		{"replayed, own log", false, false, 1250, true, false, []string{"sync"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessConfig{})
@@ -105,12 +111,21 @@ func TestDecisionDeferredOnlyOnALogSharingRail(t *testing.T) {
 			h.opts.Store, h.opts.Log = ops, lg
 			h.svc = h.newService()
 			in := h.instruction("k-1", tc.minor, nil)
-			if tc.replay {
+			if tc.replay || tc.conflict {
 				if _, err := h.pay(in); err != nil {
 					t.Fatal(err)
 				}
 			}
 			ops.take()
+			if tc.conflict {
+				if _, err := h.pay(h.instruction("k-1", tc.minor+1, nil)); !errors.Is(err, ErrIdempotencyConflict) {
+					t.Fatalf("Pay = %v, want ErrIdempotencyConflict", err)
+				}
+				if got := ops.take(); !slices.Equal(got, tc.want) {
+					t.Errorf("commits = %q, want %q", got, tc.want)
+				}
+				return
+			}
 			res, err := h.pay(in)
 			if err != nil {
 				t.Fatal(err)

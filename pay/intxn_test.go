@@ -97,41 +97,91 @@ func TestSettleInTxnAllOrNothing(t *testing.T) {
 // (settle.InstantSettler), the decision, the rail's entry and the
 // outcome are one transaction. When the rail's answer in it is not
 // definite, none of it commits: the payment is decided again and sent the
-// long way, and ends settled once, with one decision in the record.
+// long way, with one decision in the record. There it settles, or, when
+// that answer is not definite either, stays settling, its outcome
+// unknown, until the reconciler settles it once.
 func TestInstantSettleAllOrNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fails   int // steps that fail after the rail's write
+		wantErr error
+	}{
+		{"the long way settles", 1, nil},
+		{"the long way fails too", 2, ErrRailUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			h := newHarness(t, harnessConfig{})
+			var rail *failingStepRail
+			h.wrapRail = func(r *fake.Rail) settle.Rail {
+				rail = &failingStepRail{Rail: r, fails: tc.fails}
+				return rail
+			}
+			h.svc = h.newService()
+			res, err := h.pay(h.instruction("k-1", 1250, nil))
+			if !errors.Is(err, tc.wantErr) || err == nil && res.Outcome != OutcomeSettled {
+				t.Fatalf("Pay = %+v, %v; want settled or %v", res, err, tc.wantErr)
+			}
+			if rail.fails != 0 {
+				t.Fatal("the payment was not prepared in the decision's transaction")
+			}
+			decisions := 0
+			for _, typ := range h.entryTypes() {
+				if typ == "gate.decision" {
+					decisions++
+				}
+			}
+			if decisions != 1 {
+				t.Errorf("%d decisions in the record (%q), want 1", decisions, h.entryTypes())
+			}
+			page, err := h.svc.Settling(ctx, "", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr != nil {
+				if len(page.Data) != 1 {
+					t.Fatalf("settling list %+v, want the payment", page)
+				}
+				if n, err := h.rail.Count(ctx); err != nil || n != 0 {
+					t.Fatalf("the rail holds %d payments (%v) before reconciling, want 0", n, err)
+				}
+				rep, err := h.svc.Reconcile(ctx)
+				if err != nil || rep.Settled != 1 {
+					t.Fatalf("Reconcile = %+v, %v; want one settled", rep, err)
+				}
+			} else if len(page.Data) != 0 {
+				t.Fatalf("settling list %+v, want empty", page)
+			}
+			if n, err := h.rail.Count(ctx); err != nil || n != 1 {
+				t.Fatalf("the rail holds %d payments (%v), want 1", n, err)
+			}
+			if err := h.rail.CheckLedger(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestInstantRailNotSentUnlessAllowed: on a rail that answers at once,
+// a payment denied or held for approval is prepared but never sent; the
+// held one, approved, is sent once, the long way.
+func TestInstantRailNotSentUnlessAllowed(t *testing.T) {
 	ctx := t.Context()
 	h := newHarness(t, harnessConfig{})
-	var rail *failingStepRail
-	h.wrapRail = func(r *fake.Rail) settle.Rail {
-		rail = &failingStepRail{Rail: r, fails: 1}
-		return rail
+	if res, err := h.pay(h.instruction("big", 60_000, nil)); err != nil || res.Outcome != OutcomeDenied {
+		t.Fatalf("denial: %+v, %v", res, err)
 	}
-	h.svc = h.newService()
-	res, err := h.pay(h.instruction("k-1", 1250, nil))
+	held := h.hold("held", 20_000)
+	if n, err := h.rail.Count(ctx); err != nil || n != 0 {
+		t.Fatalf("the rail holds %d payments (%v), want none", n, err)
+	}
+	res, err := h.svc.Approve(ctx, ApproveRequest{IntentID: held.IntentID, Challenge: held.Challenge,
+		MandateID: held.MandateID, Acknowledged: true}, opCall("op-alice"))
 	if err != nil || res.Outcome != OutcomeSettled {
-		t.Fatalf("Pay = %+v, %v; want settled", res, err)
-	}
-	if rail.fails != 0 {
-		t.Fatal("the payment was not prepared in the decision's transaction")
-	}
-	decisions := 0
-	for _, typ := range h.entryTypes() {
-		if typ == "gate.decision" {
-			decisions++
-		}
-	}
-	if decisions != 1 {
-		t.Errorf("%d decisions in the record (%q), want 1", decisions, h.entryTypes())
+		t.Fatalf("approval: %+v, %v", res, err)
 	}
 	if n, err := h.rail.Count(ctx); err != nil || n != 1 {
 		t.Fatalf("the rail holds %d payments (%v), want 1", n, err)
-	}
-	if err := h.rail.CheckLedger(ctx); err != nil {
-		t.Fatal(err)
-	}
-	page, err := h.svc.Settling(ctx, "", 10)
-	if err != nil || len(page.Data) != 0 {
-		t.Fatalf("settling list %+v, %v; want empty", page, err)
 	}
 }
 

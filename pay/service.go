@@ -2,6 +2,7 @@ package pay
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -500,9 +502,13 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 	// now is decided, sent and recorded in one transaction
 	// (settle.InstantSettler): step is the rail's write, prepared before
 	// the decision and dropped unless the payment is sent.
-	var step func(store.Txn) (settle.Settlement, error)
+	var (
+		step     func(store.Txn) (settle.Settlement, error)
+		prepared settle.SettleRequest // what step sends
+		stepErr  error                // its answer, when not definite
+	)
 	if shared && sg.Hold == nil {
-		step = s.prepareInstant(ctx, in, id, meta)
+		step, prepared = s.prepareInstant(ctx, in, id, meta)
 	}
 	decideFn := func(txn store.Txn) error {
 		res, resume, deferred, toSettle, toAuthorize, prior = nil, "", nil, nil, false, nil
@@ -722,8 +728,16 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 			}
 		}
 		if step != nil && toSettle != nil {
+			if !sameRequest(prepared, settleRequest(intent)) {
+				// Nothing of the decision may change what is sent: if
+				// it did, the rail's entry and the receipt would differ.
+				return errUnprepared
+			}
 			st, serr := step(txn)
-			return s.recordAnswer(txn, intent, st, serr, false, requestID, &res)
+			if err := s.recordAnswer(txn, intent, st, serr, false, requestID, &res); err != nil {
+				stepErr = serr
+				return err
+			}
 		}
 		return nil
 	}
@@ -734,21 +748,27 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 	case step == nil:
 		err = s.log.UpdateDeferred(ctx, decideFn)
 	default:
-		if err = s.log.Update(ctx, decideFn); errors.Is(err, errIndefinite) {
+		if err = s.log.Update(ctx, decideFn); errors.Is(err, errIndefinite) || errors.Is(err, errUnprepared) {
 			// The rail's answer in the deciding transaction was not
-			// definite, so that transaction wrote nothing: decide again
-			// and send the payment the long way, where such an answer is
-			// recorded and reconciled.
+			// definite (or the payment decided is not the one prepared),
+			// so that transaction wrote nothing: decide again and send
+			// the payment the long way, where such an answer is recorded
+			// and reconciled.
+			s.logger.WarnContext(ctx, "the rail's answer in the deciding transaction was not definite; deciding again",
+				slog.String("intentId", id), slog.String("rail", in.Terms.Rail), slog.Any("error", cmp.Or(stepErr, err)))
 			step = nil
 			err = s.log.UpdateDeferred(ctx, decideFn)
 		}
 	}
 	sending := err == nil && deferred == nil && res == nil && resume == "" && !toAuthorize
-	if shared && step == nil && !sending {
+	if shared && !sending && (step == nil || err != nil) {
 		// Every way out but sending the payment now answers from what
 		// the deciding transaction read or wrote (a decision, a replay, a
 		// conflict): it must be durable first. An empty Update is the
-		// store's barrier for deferred commits (store.Deferrer).
+		// store's barrier for deferred commits (store.Deferrer). A
+		// synchronous deciding transaction that committed is one; one
+		// whose function failed (a conflict) may be answered before what
+		// it read is durable, so it needs the barrier too.
 		if berr := s.log.Update(context.WithoutCancel(ctx), func(store.Txn) error { return nil }); berr != nil && err == nil {
 			return nil, fmt.Errorf("pay: decide: %w", berr)
 		}
@@ -787,17 +807,25 @@ func (s *Service) sharesLog(rail string) bool {
 
 // prepareInstant returns the write of a rail that answers at once in this
 // store's log (settle.InstantSettler) of the payment in would make as
-// intent id, or nil when its rail cannot answer it at once.
-func (s *Service) prepareInstant(ctx context.Context, in *Instruction, id string, meta map[string]string) func(store.Txn) (settle.Settlement, error) {
+// intent id, and the request it sends; nil when its rail cannot answer it
+// at once.
+func (s *Service) prepareInstant(ctx context.Context, in *Instruction, id string, meta map[string]string) (func(store.Txn) (settle.Settlement, error), settle.SettleRequest) {
 	r, err := s.rails.Get(in.Terms.Rail)
 	if err != nil {
-		return nil
+		return nil, settle.SettleRequest{}
 	}
 	is, ok := r.(settle.InstantSettler)
 	if !ok {
-		return nil
+		return nil, settle.SettleRequest{}
 	}
-	return is.PrepareInTxn(ctx, s.st, settleRequest(&Intent{ID: id, IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Metadata: meta}))
+	req := settleRequest(&Intent{ID: id, IdempotencyKey: in.IdempotencyKey, Payee: in.Payee, Amount: in.Amount, Metadata: meta})
+	return is.PrepareInTxn(ctx, s.st, req), req
+}
+
+// sameRequest reports whether a and b send the same payment.
+func sameRequest(a, b settle.SettleRequest) bool {
+	return a.Key == b.Key && a.Payee == b.Payee && a.Amount == b.Amount && a.Currency == b.Currency &&
+		maps.Equal(a.Metadata, b.Metadata)
 }
 
 // indexIntent writes the secondary indexes of a new intent: by agent key

@@ -492,44 +492,52 @@ func TestKillSwitchAndRevocation(t *testing.T) {
 	}
 }
 
+// TestDeclineReleasesReservationAndTripsBreaker runs on a rail with commits
+// of its own and on one that answers in the deciding transaction
+// (settle.InstantSettler), where the decline is recorded in the same
+// transaction as the reservation it releases.
 func TestDeclineReleasesReservationAndTripsBreaker(t *testing.T) {
-	ctx := context.Background()
-	h := newHarness(t, harnessConfig{rail: &fake.Options{DeclineAbove: 5_000}})
-	for i := range 5 {
-		res, err := h.pay(h.instruction(fmt.Sprintf("d%d", i), 9_000, nil))
-		if err != nil || res.Outcome != OutcomeFailed || res.Failure.DeclineCode == "" {
-			t.Fatalf("decline %d: %+v %v", i, res, err)
-		}
-	}
-	ctl, err := h.svc.Control(ctx)
-	if err != nil || !ctl.CircuitBreakerOpen {
-		t.Fatalf("breaker after 5 failures: %+v %v", ctl, err)
-	}
-	// Reservations of failed intents were released: the period counter is 0.
-	var total int64
-	_ = h.st.View(ctx, func(r store.Reader) error {
-		start, _ := gate.PeriodWindow(gate.Day, h.clock.Now())
-		total, err = getInt(r, []byte(fmt.Sprintf("%s%s/%d", keyPeriod, h.claims.ID, start.Unix())))
-		return err
-	})
-	if total != 0 {
-		t.Fatalf("period counter %d after only failures", total)
-	}
-	// While open, an allow becomes a confirm.
-	res, err := h.pay(h.instruction("small", 100, nil))
-	if err != nil || res.Outcome != OutcomeHeld || !res.Held.Decision.Has(gate.CodeBreakerOpen) {
-		t.Fatalf("allow under open breaker: %+v %v", res, err)
-	}
-	op := OperatorCall{Operator: "op-test", Rationale: "rail fixed upstream"}
-	if _, err := h.svc.ResetBreaker(ctx, op); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.svc.ResetBreaker(ctx, op); !errors.Is(err, ErrBreakerNotTripped) {
-		t.Fatalf("second reset: %v", err)
-	}
-	res, err = h.pay(h.instruction("small-2", 100, nil))
-	if err != nil || res.Outcome != OutcomeSettled {
-		t.Fatalf("after reset: %+v %v", res, err)
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			ctx := t.Context()
+			h := newHarness(t, harnessConfig{rail: &fake.Options{DeclineAbove: 5_000, SharedLog: shared}})
+			for i := range 5 {
+				res, err := h.pay(h.instruction(fmt.Sprintf("d%d", i), 9_000, nil))
+				if err != nil || res.Outcome != OutcomeFailed || res.Failure.DeclineCode == "" {
+					t.Fatalf("decline %d: %+v %v", i, res, err)
+				}
+			}
+			ctl, err := h.svc.Control(ctx)
+			if err != nil || !ctl.CircuitBreakerOpen {
+				t.Fatalf("breaker after 5 failures: %+v %v", ctl, err)
+			}
+			// Reservations of failed intents were released: the period counter is 0.
+			var total int64
+			_ = h.st.View(ctx, func(r store.Reader) error {
+				start, _ := gate.PeriodWindow(gate.Day, h.clock.Now())
+				total, err = getInt(r, []byte(fmt.Sprintf("%s%s/%d", keyPeriod, h.claims.ID, start.Unix())))
+				return err
+			})
+			if total != 0 {
+				t.Fatalf("period counter %d after only failures", total)
+			}
+			// While open, an allow becomes a confirm.
+			res, err := h.pay(h.instruction("small", 100, nil))
+			if err != nil || res.Outcome != OutcomeHeld || !res.Held.Decision.Has(gate.CodeBreakerOpen) {
+				t.Fatalf("allow under open breaker: %+v %v", res, err)
+			}
+			op := OperatorCall{Operator: "op-test", Rationale: "rail fixed upstream"}
+			if _, err := h.svc.ResetBreaker(ctx, op); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.svc.ResetBreaker(ctx, op); !errors.Is(err, ErrBreakerNotTripped) {
+				t.Fatalf("second reset: %v", err)
+			}
+			res, err = h.pay(h.instruction("small-2", 100, nil))
+			if err != nil || res.Outcome != OutcomeSettled {
+				t.Fatalf("after reset: %+v %v", res, err)
+			}
+		})
 	}
 }
 

@@ -112,6 +112,10 @@ func railSettled(st settle.Settlement, callErr error) bool {
 // was not definite.
 var errIndefinite = errors.New("pay: the rail's answer was not definite")
 
+// errUnprepared aborts a deciding transaction whose payment is not the one
+// its rail's write was prepared for (prepareInstant).
+var errUnprepared = errors.New("pay: the payment decided is not the one prepared")
+
 // railRefusal reports whether a rail's answer is a definite refusal, and
 // the decline code and message it is recorded with.
 func railRefusal(st settle.Settlement, callErr error) (code, msg string, ok bool) {

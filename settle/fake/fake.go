@@ -90,6 +90,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -276,9 +277,10 @@ type Rail struct {
 }
 
 var (
-	_ settle.Rail       = (*Rail)(nil)
-	_ settle.LogSharer  = (*Rail)(nil)
-	_ settle.TxnSettler = (*Rail)(nil)
+	_ settle.Rail           = (*Rail)(nil)
+	_ settle.LogSharer      = (*Rail)(nil)
+	_ settle.TxnSettler     = (*Rail)(nil)
+	_ settle.InstantSettler = (*Rail)(nil)
 )
 
 // New returns a fake rail named name (see [settle.ValidateName]) configured
@@ -290,6 +292,7 @@ func New(name string, opts *Options) (*Rail, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
+		o.DeclinePayees = slices.Clone(o.DeclinePayees)
 	}
 	if o.Facts.Reversibility == "" {
 		o.Facts.Reversibility = settle.Reversible
@@ -514,10 +517,10 @@ func (r *Rail) step(req settle.SettleRequest, p plan, marked bool, now func() ti
 // [Options.SharedLog], st its own [Options.Store], no latency, no
 // [Options.Fault] and every random rate zero; its declines are then the
 // deterministic ones ([Options.DeclineAbove], [Options.DeclinePayees]),
-// recorded by the step as Settle would record them. It also returns nil
-// until this rail has seen its ledger's layout marked (SettleInTxn marks
-// Preparing may read the ledger's layout (layoutMarked), and draws and
-// records nothing; the payment's time is taken when the step runs.
+// recorded by the step as Settle would record them. Preparing may read
+// whether the ledger's layout is marked (layoutMarked; if not, the step
+// marks it, as SettleInTxn's does), and draws and records nothing; the
+// payment's time is taken when the step runs.
 func (r *Rail) PrepareInTxn(ctx context.Context, st store.Store, req settle.SettleRequest) func(store.Txn) (settle.Settlement, error) {
 	if !r.instant() || st != r.opts.Store || req.Validate() != nil {
 		return nil

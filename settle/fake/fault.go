@@ -134,7 +134,7 @@ func (r *Rail) plan(op Op, req any, amount int64) plan {
 		case declinedPayee(r.opts.DeclinePayees, req):
 			p.decline = &settle.DeclineError{
 				Code:    CodeDoNotHonor,
-				Message: "this rail declines every payment to " + req.(settle.SettleRequest).Payee,
+				Message: r.name + " declines every payment to " + req.(settle.SettleRequest).Payee,
 			}
 		case r.opts.DeclineAbove > 0 && amount > r.opts.DeclineAbove:
 			p.decline = &settle.DeclineError{

@@ -68,45 +68,16 @@ func TestSettleInTxn(t *testing.T) {
 				if got != (settle.Settlement{}) || err != nil {
 					t.Fatalf("a step and an answer: %+v, %v", got, err)
 				}
-				abort := errors.New("the caller's own failure")
-				uerr := st.Update(ctx, func(tx store.Txn) error {
-					got, err = step(tx)
-					if err := tx.Set([]byte("caller/outcome"), []byte("x")); err != nil {
-						return err
-					}
-					if tc.abort {
-						return abort
-					}
-					return nil
-				})
-				if tc.abort != (uerr != nil) {
-					t.Fatalf("Update = %v", uerr)
-				}
+				got, err = runStep(t, st, step, tc.abort)
 			}
 			if c := class(err); c != tc.wantClass {
 				t.Errorf("answer %+v, %v: class %s, want %s", got, err, c, tc.wantClass)
 			}
-			l, lerr := rail.Lookup(ctx, req.Key)
-			recorded := string(l.Status)
-			if errors.Is(lerr, settle.ErrUnknownKey) {
-				recorded = "unknownkey"
-			}
-			if recorded != tc.recorded {
-				t.Errorf("recorded %q (%v), want %q", recorded, lerr, tc.recorded)
-			}
-			mustCheck(t, rail)
+			checkRecorded(t, rail, req.Key, tc.recorded)
 			if tc.abort || step == nil {
 				return
 			}
-			// What Settle answers on a rail of the same name and options
-			// that never saw the key: the same settlement, reference and
-			// all.
-			o2 := tc.opts
-			o2.Store = &memstore.Store{}
-			want, werr := newRail(t, "test-card", &o2).Settle(ctx, req)
-			if diff := cmp.Diff(want, got); diff != "" || class(werr) != class(err) {
-				t.Errorf("step answered %v (%v), Settle %v (-Settle +step):\n%s", got, err, werr, diff)
-			}
+			checkAsSettle(t, tc.opts, req, got, err)
 		})
 	}
 }
@@ -276,41 +247,96 @@ func TestPrepareInTxn(t *testing.T) {
 			var got settle.Settlement
 			var err error
 			if tc.run {
-				abort := errors.New("the caller's own failure")
-				uerr := st.Update(ctx, func(tx store.Txn) error {
-					got, err = step(tx)
-					if tc.abort {
-						return abort
-					}
-					return nil
-				})
-				if tc.abort != (uerr != nil) {
-					t.Fatalf("Update = %v", uerr)
-				}
+				got, err = runStep(t, st, step, tc.abort)
 				if c := class(err); c != tc.wantClass {
 					t.Errorf("answer %+v, %v: class %s, want %s", got, err, c, tc.wantClass)
 				}
 			}
-			l, lerr := rail.Lookup(ctx, req.Key)
-			recorded := string(l.Status)
-			if errors.Is(lerr, settle.ErrUnknownKey) {
-				recorded = "unknownkey"
-			}
-			if recorded != tc.recorded {
-				t.Errorf("recorded %q (%v), want %q", recorded, lerr, tc.recorded)
-			}
-			mustCheck(t, rail)
+			checkRecorded(t, rail, req.Key, tc.recorded)
 			if !tc.run || tc.abort {
 				return
 			}
-			// What Settle answers on a rail of the same name and options
-			// that never saw the key.
-			o2 := tc.opts
-			o2.Store = &memstore.Store{}
-			want, werr := newRail(t, "test-card", &o2).Settle(ctx, req)
-			if diff := cmp.Diff(want, got); diff != "" || class(werr) != class(err) {
-				t.Errorf("step answered %v (%v), Settle %v (-Settle +step):\n%s", got, err, werr, diff)
-			}
+			checkAsSettle(t, tc.opts, req, got, err)
 		})
+	}
+}
+
+// checkRecorded checks what the rail's ledger holds under key (a status,
+// or unknownkey) and that the ledger is consistent.
+func checkRecorded(t *testing.T, rail *fake.Rail, key, want string) {
+	t.Helper()
+	l, err := rail.Lookup(t.Context(), key)
+	recorded := string(l.Status)
+	if errors.Is(err, settle.ErrUnknownKey) {
+		recorded = "unknownkey"
+	}
+	if recorded != want {
+		t.Errorf("recorded %q (%v), want %q", recorded, err, want)
+	}
+	mustCheck(t, rail)
+}
+
+// checkAsSettle checks that a step answered what Settle answers on a rail
+// of the same name and options that never saw the key: the same
+// settlement, reference and all.
+func checkAsSettle(t *testing.T, opts fake.Options, req settle.SettleRequest, got settle.Settlement, err error) {
+	t.Helper()
+	opts.Store = &memstore.Store{}
+	want, werr := newRail(t, "test-card", &opts).Settle(t.Context(), req)
+	if diff := cmp.Diff(want, got); diff != "" || class(werr) != class(err) {
+		t.Errorf("step answered %v (%v), Settle %v (-Settle +step):\n%s", got, err, werr, diff)
+	}
+}
+
+// runStep runs step in a transaction of st that writes an outcome of the
+// caller's own and commits, or fails after the step when abort is set,
+// and returns the step's answer.
+func runStep(t *testing.T, st store.Store, step func(store.Txn) (settle.Settlement, error), abort bool) (got settle.Settlement, err error) {
+	t.Helper()
+	failure := errors.New("the caller's own failure")
+	uerr := st.Update(t.Context(), func(tx store.Txn) error {
+		got, err = step(tx)
+		if err := tx.Set([]byte("caller/outcome"), []byte("x")); err != nil {
+			return err
+		}
+		if abort {
+			return failure
+		}
+		return nil
+	})
+	if abort != (uerr != nil) {
+		t.Fatalf("Update = %v", uerr)
+	}
+	return got, err
+}
+
+// TestSandboxInstant: the sandbox's rails, sharing the caller's store,
+// answer at once only with their latency off, and decline the sandbox's
+// decline payee in the step as Settle does.
+func TestSandboxInstant(t *testing.T) {
+	for _, noLatency := range []bool{false, true} {
+		st := &memstore.Store{}
+		rails, err := fake.NewSandbox(&fake.SandboxOptions{Store: st, SharedLog: true, NoLatency: noLatency})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rails {
+			req := payReq("int_1", 100)
+			req.Payee = fake.SandboxDeclinePayee
+			step := r.PrepareInTxn(t.Context(), st, req)
+			if (step != nil) != noLatency {
+				t.Fatalf("%s, latency off %v: step %v", r.Name(), noLatency, step != nil)
+			}
+			if step == nil {
+				continue
+			}
+			_, err := runStep(t, st, step, false)
+			var de *settle.DeclineError
+			want := r.Name() + " declines every payment to " + fake.SandboxDeclinePayee
+			if !errors.As(err, &de) || de.Code != fake.CodeDoNotHonor || de.Message != want {
+				t.Errorf("%s: step answered %v, want %s %q", r.Name(), err, fake.CodeDoNotHonor, want)
+			}
+			checkRecorded(t, r, req.Key, "declined")
+		}
 	}
 }
