@@ -361,11 +361,25 @@ func checkExactlyOnce(t *testing.T, st store.Store, lg *audit.Log, answers []*an
 // (-paycrash.kills times, 30 by default), restarts it, and checks:
 // the rail's ledger, the receipts in the record and the settled intents
 // agree one to one; nothing settled twice; every idempotency key, retried,
-// answers exactly its first definite answer; the record verifies.
+// answers exactly its first definite answer; the record verifies. It runs
+// again with the rails answering at once (no latency, no faults), where
+// each payment is decided, settled and recorded in one commit.
 func TestPaymentsSurviveSIGKILL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rail []string
+	}{
+		{"latency and faults", []string{"--sandbox-latency", "1ms-4ms", "--sandbox-unknown-rate", "0.05"}},
+		{"rails answer at once", []string{"--sandbox-latency", "off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPaymentsSurviveSIGKILL(t, tc.rail) })
+	}
+}
+
+func testPaymentsSurviveSIGKILL(t *testing.T, rail []string) {
 	bin := binary(t)
 	dir := t.TempDir()
-	faults := []string{"--base-url", "http://countersign.test", "--sandbox-latency", "1ms-4ms", "--sandbox-unknown-rate", "0.05", "--breaker-after", "100000", "--agent-rate", "100000", "--agent-burst", "100000"}
+	faults := append([]string{"--base-url", "http://countersign.test", "--breaker-after", "100000", "--agent-rate", "100000", "--agent-burst", "100000"}, rail...)
 	srv := startProc(t, bin, dir, faults...)
 	load := newPayLoad(t, filepath.Join(dir, "sandbox"), "crash", max(500, 12**payKills))
 	answers, kills := load.crashLoop(t, *payKills,

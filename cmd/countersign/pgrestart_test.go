@@ -86,10 +86,20 @@ func privatePostgres(t *testing.T) (connURL string, restart func()) {
 // is down, requests fail closed (503 unavailable, retry-as-is, with
 // Retry-After); the servers recover by themselves when it returns; and
 // then nothing acknowledged is lost, nothing settled twice, every key
-// replays its first answer, and the record verifies.
+// replays its first answer, and the record verifies. It runs on rails with
+// latency, and on rails that answer at once (one commit a payment).
 func TestReplicasSurvivePostgresRestart(t *testing.T) {
 	connURL, restart := privatePostgres(t)
-	rs := startReplicas(t, 3, connURL+"?schema=cs_restart&pool_max_conns=8", "--sandbox-latency", "1ms-4ms",
+	for _, tc := range []struct{ name, schema, latency string }{
+		{"rail latency", "cs_restart", "1ms-4ms"},
+		{"rails answer at once", "cs_restart_instant", "off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testReplicasSurvivePostgresRestart(t, connURL, tc.schema, tc.latency, restart) })
+	}
+}
+
+func testReplicasSurvivePostgresRestart(t *testing.T, connURL, schema, latency string, restart func()) {
+	rs := startReplicas(t, 3, connURL+"?schema="+schema+"&pool_max_conns=8", "--sandbox-latency", latency,
 		"--agent-rate", "100000", "--agent-burst", "100000", "--breaker-after", "100000")
 	load := newPayLoad(t, rs.sandbox(), "pgrestart", 1200)
 	answers, restarts := failoverLoad(t, rs, load, 3, func(*rand.Rand) { restart() })
@@ -101,7 +111,7 @@ func TestReplicasSurvivePostgresRestart(t *testing.T) {
 		}
 		p.term()
 	}
-	st := openTestStore(t, connURL+"?schema=cs_restart")
+	st := openTestStore(t, connURL+"?schema="+schema)
 	settled, answered, size := checkExactlyOnce(t, st, recordReader(t, rs.dir, st), answers)
 	if answered != settled {
 		t.Fatalf("%d settlements, %d settled answers: with no approvals they must be equal", settled, answered)

@@ -166,9 +166,23 @@ func streamSeqs(ctx context.Context, t *testing.T, base, bearer string, out chan
 // agree), every key replays its first answer on any replica, the record
 // verifies, and each replica's /audit/stream delivered every entry, the
 // others' included, in order and without a gap.
+//
+// It runs twice: with the sandbox rails' latency, where a payment is
+// decided, then settled and recorded (two commits), and with it off,
+// where the rails answer at once and a payment is decided, settled and
+// recorded in one commit (settle.InstantSettler).
 func TestReplicas(t *testing.T) {
-	storeURL := pgTestStore(t, "cs_replicas")
-	rs := startReplicas(t, 3, storeURL, "--sandbox-latency", "1ms-3ms", "--agent-rate", "100000", "--agent-burst", "100000",
+	for _, tc := range []struct{ name, schema, latency string }{
+		{"rail latency", "cs_replicas", "1ms-3ms"},
+		{"rails answer at once", "cs_replicas_instant", "off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testReplicas(t, tc.schema, tc.latency) })
+	}
+}
+
+func testReplicas(t *testing.T, schema, latency string) {
+	storeURL := pgTestStore(t, schema)
+	rs := startReplicas(t, 3, storeURL, "--sandbox-latency", latency, "--agent-rate", "100000", "--agent-burst", "100000",
 		"--breaker-after", "100000")
 	load := newPayLoad(t, rs.sandbox(), "replica", 240)
 
@@ -482,11 +496,24 @@ func receiptID(t *testing.T, a *answer) string {
 // next replica until it has a definite answer (as a load balancer does),
 // while one replica at a time is killed at random moments and restarted;
 // then nothing acknowledged is lost, nothing settled twice, every key
-// replays its first answer, and the record verifies.
+// replays its first answer, and the record verifies. It runs on rails with
+// latency and faults, and on rails that answer at once (one commit a
+// payment).
 func TestReplicasSurviveSIGKILL(t *testing.T) {
-	storeURL := pgTestStore(t, "cs_replicakill")
-	rs := startReplicas(t, 3, storeURL, "--sandbox-latency", "1ms-4ms", "--sandbox-unknown-rate", "0.05",
-		"--agent-rate", "100000", "--agent-burst", "100000", "--breaker-after", "100000")
+	for _, tc := range []struct {
+		name, schema string
+		rail         []string
+	}{
+		{"latency and faults", "cs_replicakill", []string{"--sandbox-latency", "1ms-4ms", "--sandbox-unknown-rate", "0.05"}},
+		{"rails answer at once", "cs_replicakill_instant", []string{"--sandbox-latency", "off"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testReplicasSurviveSIGKILL(t, tc.schema, tc.rail) })
+	}
+}
+
+func testReplicasSurviveSIGKILL(t *testing.T, schema string, rail []string) {
+	storeURL := pgTestStore(t, schema)
+	rs := startReplicas(t, 3, storeURL, append([]string{"--agent-rate", "100000", "--agent-burst", "100000", "--breaker-after", "100000"}, rail...)...)
 	kills := max(6, *payKills/3)
 	load := newPayLoad(t, rs.sandbox(), "replicakill", 50*kills)
 	answers, n := failoverLoad(t, rs, load, kills, func(rng *rand.Rand) {
