@@ -106,13 +106,14 @@ func (in *injector) MaybeError(op errorfs.Op) error {
 // decision, the rail's ledger, the outcome.
 var stageNames = map[int]string{1: "decision", 2: "rail-ledger", 3: "outcome"}
 
-// Under a shared log (fake.Options.SharedLog) the decision is a deferred
-// commit and the rail's entry is written in the outcome's transaction
-// (settle.TxnSettler), and the committer holds a group of deferred commits
-// back for the transaction that waits (pebblestore's deferredHold): the
-// decision and the outcome with the rail's entry make one commit, the only
-// stage to break. (On a machine slow enough for the hold to end first they
-// make two; the first is still the one broken.)
+// Under a shared log (fake.Options.SharedLog) a rail without latency or
+// faults answers at once (settle.InstantSettler): the decision, the rail's
+// entry and the outcome are one transaction, and so one commit, the only
+// stage to break. (On a rail that takes time the decision is a deferred
+// commit, the rail's entry is written in the outcome's transaction, and
+// the committer holds deferred commits back for the transaction that
+// waits, pebblestore's deferredHold: one commit too, or two on a machine
+// slow enough for the hold to end first, the first still the one broken.)
 var sharedStageNames = map[int]string{1: "one-commit"}
 
 // TestDiskFault breaks the disk under the money path — an fsync error, a
