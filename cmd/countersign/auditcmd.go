@@ -20,6 +20,7 @@ import (
 	"github.com/countersign/countersign/internal/keyfile"
 	"github.com/countersign/countersign/store"
 	"github.com/countersign/countersign/store/pebblestore"
+	"github.com/countersign/countersign/store/pgstore"
 )
 
 const auditSynopsis = `audit verify|checkpoint|bench [flags]
@@ -235,8 +236,9 @@ func cmdAuditCheckpoint(ctx context.Context, args []string, stdout, stderr io.Wr
 }
 
 func cmdAuditBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("audit bench", "audit bench --data DIR [--writers 64] [--count N] [--acks]", stderr)
+	fs := newFlagSet("audit bench", "audit bench --data DIR [--store URL] [--writers 64] [--count N] [--acks]", stderr)
 	dir := fs.String("data", "", "data `directory` (created if missing; must not be in use by a server)")
+	storeURL := fs.String("store", "", "append to the record in this PostgreSQL database (a postgres:// `URL`, as serve --store takes it) instead of Pebble in <data>/store")
 	writers := fs.Int("writers", 64, "concurrent appenders, each committing its own transaction")
 	count := fs.Int("count", 100000, "entries to append in all")
 	acks := fs.Bool("acks", false, `print "seq hash" for every acknowledged entry`)
@@ -259,7 +261,8 @@ func cmdAuditBench(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := writePublicFile(filepath.Join(*dir, recordPubFile), []byte(vkey+"\n")); err != nil {
 		return err
 	}
-	st, err := pebblestore.Open(filepath.Join(*dir, storeDir), &pebblestore.Options{Logger: quietLogger()})
+	st, err := openStore(ctx, serveConfig{store: *storeURL, data: *dir},
+		&pebblestore.Options{Logger: quietLogger()}, &pgstore.Options{Logger: quietLogger()})
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ Commands:
                      identity rotate, counterparty add|list, revoke-identity)
   audit verify       verify the signed record, from a data directory or a server URL
   audit checkpoint   print the record's latest signed checkpoint
-  audit bench        append synthetic entries to a data directory (load and crash testing)
+  audit bench        append synthetic entries to a record, Pebble or PostgreSQL (load and crash testing)
   doctor             check a data directory or a running server and print what to fix
   buy                quote or buy from a merchant (ACP or UCP) with an agent key
   fake-merchant      run a fake ACP or UCP merchant (tests and demos)
