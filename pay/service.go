@@ -714,8 +714,13 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 		if err := s.changed(txn, intent, StepDecided, requestID); err != nil {
 			return err
 		}
-		if prior, err = writeIntent(txn, intent); err != nil {
-			return err
+		// Sent in this transaction (settle.InstantSettler), the intent is
+		// written once, with its outcome, below.
+		fused := step != nil && toSettle != nil
+		if !fused {
+			if prior, err = writeIntent(txn, intent); err != nil {
+				return err
+			}
 		}
 		if sg.OnHeld != nil && intent.Status == StatusPendingApproval {
 			if err := sg.OnHeld(txn, intent); err != nil {
@@ -727,7 +732,7 @@ func (s *Service) decide(ctx context.Context, route Route, c Caller, in *Instruc
 				return err
 			}
 		}
-		if step != nil && toSettle != nil {
+		if fused {
 			if !sameRequest(prepared, settleRequest(intent)) {
 				// Nothing of the decision may change what is sent: if
 				// it did, the rail's entry and the receipt would differ.

@@ -287,11 +287,11 @@ type TxnSettler interface {
 // outcome in one transaction: one commit a payment instead of two.
 // PrepareInTxn returns the rail's write as a step, as SettleInTxn does,
 // but has no effect of its own: it may read st, but it takes no time,
-// draws no fault and records nothing, so the caller may prepare a payment before knowing
-// whether it will be sent and drop the step when it is not (a denial, a
-// hold for approval, a replay). Only the step, in a transaction of st
-// that commits, puts the payment on the rail's books; it may run more
-// than once, as a transaction's function may. PrepareInTxn returns nil
+// draws no fault and records nothing, so the caller may prepare a
+// payment before knowing whether it will be sent and drop the step when
+// it is not (a denial, a hold for approval, a replay). Only the step, in
+// a transaction of st that commits, puts the payment on the rail's books;
+// it may run more than once, as a transaction's function may. PrepareInTxn returns nil
 // when this call cannot be answered at once (the rail simulates latency
 // or faults, or st is not the store it keeps its books in); the caller
 // then commits its decision first and calls SettleInTxn.

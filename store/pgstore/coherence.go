@@ -31,10 +31,13 @@ import (
 //     lock makes unique and gapless) and the keys it wrote or deleted.
 //     A process that takes the lock reads the rows numbered after the
 //     last it saw, in the same round trip: the keys other processes
-//     changed since. Those it had cached are read again at once, in one
-//     statement (the hot ones: the record's head, a counter); the others
-//     are marked unknown, so that a function reading one goes to the
-//     database rather than trusting or guessing it.
+//     changed since, each with its current value, which its cache takes
+//     in (apply). Values, not only keys: the keys others insert include
+//     the record's newest tree rows, which this process's next append
+//     reads, and a key left out would be guessed absent. Most of them are
+//     others' own payments, which this process never reads: that read is
+//     about a millisecond of the lock's handover (docs/PERFORMANCE.md, "A
+//     payment in one commit").
 //
 // A process runs optimistically while no other writes: its functions run
 // against the cache before the lock, and its commit round trip takes the

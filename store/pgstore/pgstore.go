@@ -433,28 +433,27 @@ func Open(ctx context.Context, connString string, opts *Options) (*Store, error)
 	return s, nil
 }
 
-// sessionSettings sets up a new connection to PostgreSQL: sequential
-// scans and JIT compilation off, generic plans kept. Every statement of
-// the store reads keys or a range of keys through the primary key, and a
-// connection keeps the plan of each (pgx prepares them): a plan made while the table was new,
-// before PostgreSQL analyzed it, could otherwise scan the whole table for
-// every lookup once it has grown (seen: 5 scans of 10,000 rows a
-// payment). A statement with no index to use (sweeping old commit
-// markers) still runs. And the read of the log of changed keys, a lookup
-// per key whose count the planner cannot know, is costed high enough to
-// be compiled by JIT on every run: 13 ms, for a statement that takes a
-// fraction of one. Prepared statements keep one generic plan
-// (plan_cache_mode): PostgreSQL otherwise planned the Views' reads of
-// keys (= ANY of an array) and of ranges afresh on every run, their
-// custom plans being costed below the generic one, and that planning
-// was a tenth of the database's time on a payment (measured: 900 ms of
-// planning over 23,000 payments, 59 ms with the setting). And a session left idle inside a transaction for
-// longer than a round trip may take is ended by the database: a
-// committer's transaction holds the commit lock (coherence.go), and a
-// process that stopped (paused, or cut off by the network, which
-// PostgreSQL may not notice for hours) must not hold every other
-// process's commits with it. CockroachDB has none of these settings, and
-// plans differently.
+// sessionSettings sets up a new connection to PostgreSQL: sequential scans
+// and JIT compilation off, generic plans kept. Every statement of the store
+// reads keys or a range of keys through the primary key, and a connection
+// keeps the plan of each (pgx prepares them): a plan made while the table
+// was new, before PostgreSQL analyzed it, could otherwise scan the whole
+// table for every lookup once it has grown (seen: 5 scans of 10,000 rows a
+// payment). A statement with no index to use (sweeping old commit markers)
+// still runs. And the read of the log of changed keys, a lookup per key
+// whose count the planner cannot know, is costed high enough to be compiled
+// by JIT on every run: 13 ms, for a statement that takes a fraction of one.
+// Prepared statements keep one generic plan (plan_cache_mode): PostgreSQL
+// otherwise planned the Views' reads of keys (= ANY of an array) and of
+// ranges afresh on every run, their custom plans being costed below the
+// generic one, and that planning was a tenth of the database's time on a
+// payment (measured: 900 ms of planning over 23,000 payments, 59 ms with
+// the setting). And a session left idle inside a transaction for longer
+// than a round trip may take is ended by the database: a committer's
+// transaction holds the commit lock (coherence.go), and a process that
+// stopped (paused, or cut off by the network, which PostgreSQL may not
+// notice for hours) must not hold every other process's commits with it.
+// CockroachDB has none of these settings, and plans differently.
 func sessionSettings(ctx context.Context, c *pgx.Conn) error {
 	if c.PgConn().ParameterStatus("crdb_version") != "" {
 		return nil
